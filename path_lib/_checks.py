@@ -1,0 +1,137 @@
+"""Input validation shared by every public entry point.
+
+Every check raises a ``TypeError`` (wrong Python type or dtype) or a ``ValueError`` (shape, range,
+non-finite values, unsupported sizes) whose message names the offending argument, so that bad input
+never turns into a silent wrong answer or a CUDA crash further down.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+PARAM_DTYPES = (torch.float32, torch.float64)
+UNIT_NORM_TOL = 1e-3
+
+
+def _name_dtype(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def check_tensor(x, name: str, *, ndim: Optional[int] = None,
+                 dtypes: Sequence[torch.dtype] = FLOAT_DTYPES, finite: bool = True) -> torch.Tensor:
+    """Check that ``x`` is a tensor with ``ndim`` dims, one of ``dtypes``, and (optionally) finite."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        allowed = ", ".join(_name_dtype(d) for d in dtypes)
+        raise TypeError(f"{name} must have dtype in ({allowed}), got {_name_dtype(x.dtype)}")
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
+    if finite and x.numel() > 0 and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return x
+
+
+def check_beta_range(beta: torch.Tensor, name: str = "beta") -> None:
+    """beta must lie in [0, 2]: outside it ``I - beta w w^T`` has an eigenvalue beyond [-1, 1]."""
+    if beta.numel() and (bool((beta < 0).any()) or bool((beta > 2).any())):
+        lo, hi = float(beta.min()), float(beta.max())
+        raise ValueError(f"{name} must lie in [0, 2], got values in [{lo:.4g}, {hi:.4g}]")
+
+
+def check_unit_rows(w: torch.Tensor, name: str = "w", tol: float = UNIT_NORM_TOL) -> None:
+    """w must be L2-normalised along its last dimension (the Householder direction)."""
+    if w.numel() == 0:
+        return
+    err = (w.double().norm(dim=-1) - 1).abs().max()
+    if float(err) > tol:
+        raise ValueError(f"{name} must be L2-normalised along the last dimension "
+                         f"(max | ||{name}|| - 1 | = {float(err):.3g}); use path_lib.householder.normalize")
+
+
+def check_scale(scale, head_dim: int) -> float:
+    """Return the softmax scale: ``head_dim ** -0.5`` by default, else a positive finite float."""
+    if scale is None:
+        return head_dim ** -0.5
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1:
+            raise ValueError("scale must be a scalar")
+        scale = float(scale)
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool):
+        raise TypeError(f"scale must be a float, got {type(scale).__name__}")
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    return float(scale)
+
+
+def check_qkv(q, k, v, *, head_dims: Optional[Sequence[int]] = None):
+    """Check q ``[B, T, Hq, D]``, k ``[B, T, Hk, D]``, v ``[B, T, Hk, Dv]`` with ``Hq % Hk == 0``.
+
+    Returns ``(B, T, Hq, Hk, D)``.
+    """
+    check_tensor(q, "q", ndim=4)
+    check_tensor(k, "k", ndim=4)
+    check_tensor(v, "v", ndim=4)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share one dtype, got {_name_dtype(q.dtype)}, "
+                        f"{_name_dtype(k.dtype)}, {_name_dtype(v.dtype)}")
+    if not (q.device == k.device == v.device):
+        raise ValueError("q, k, v must be on the same device")
+    B, T, Hq, D = q.shape
+    if k.shape[:2] != (B, T) or v.shape[:2] != (B, T):
+        raise ValueError(f"k and v must have batch and time {B, T} like q, got k {tuple(k.shape)}, "
+                         f"v {tuple(v.shape)}")
+    if k.shape[3] != D:
+        raise ValueError(f"k must have head dim {D} like q, got {k.shape[3]}")
+    Hk = k.shape[2]
+    if v.shape[2] != Hk:
+        raise ValueError(f"v must have {Hk} heads like k, got {v.shape[2]}")
+    if Hk == 0 or Hq % Hk != 0:
+        raise ValueError(f"q heads ({Hq}) must be a positive multiple of k heads ({Hk})")
+    if D == 0:
+        raise ValueError("q must have a positive head dimension")
+    if head_dims is not None and D not in head_dims:
+        raise ValueError(f"head dim {D} is not supported; supported head dims: {tuple(head_dims)}")
+    return B, T, Hq, Hk, D
+
+
+def check_path_params(q, k, w, beta, g=None, *, param_dtypes=PARAM_DTYPES, check_values: bool = True):
+    """Check w ``[B, T, Hk, D]``, beta ``[B, T, Hk]``, g ``[B, T, Hq]`` against q and k."""
+    B, T, Hq, D = q.shape
+    Hk = k.shape[2]
+    check_tensor(w, "w", ndim=4, dtypes=param_dtypes, finite=check_values)
+    if tuple(w.shape) != (B, T, Hk, D):
+        raise ValueError(f"w must have shape {(B, T, Hk, D)} (like k), got {tuple(w.shape)}")
+    check_tensor(beta, "beta", ndim=3, dtypes=param_dtypes, finite=check_values)
+    if tuple(beta.shape) != (B, T, Hk):
+        raise ValueError(f"beta must have shape {(B, T, Hk)}, got {tuple(beta.shape)}")
+    if check_values:
+        check_beta_range(beta)
+        check_unit_rows(w)
+    if g is not None:
+        check_tensor(g, "g", ndim=3, dtypes=param_dtypes, finite=check_values)
+        if tuple(g.shape) != (B, T, Hq):
+            raise ValueError(f"g must have shape {(B, T, Hq)} (one log forget gate per query head), "
+                             f"got {tuple(g.shape)}")
+        if check_values and g.numel() and bool((g > 0).any()):
+            raise ValueError("g is a log forget gate and must be <= 0 (use torch.nn.functional.logsigmoid)")
+    for name, t in (("w", w), ("beta", beta), ("g", g)):
+        if t is not None and t.device != q.device:
+            raise ValueError(f"{name} must be on the same device as q")
+
+
+def check_block_size(block_size) -> int:
+    if not isinstance(block_size, int) or isinstance(block_size, bool):
+        raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    return block_size
+
+
+def check_choice(value, name: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value

@@ -1,0 +1,312 @@
+"""PaTH attention and its relatives (NoPE, RoPE, ALiBi, FoX), in the public layout.
+
+Layout: q ``[B, T, Hq, D]``; k, v, w ``[B, T, Hk, D]``; beta ``[B, T, Hk]``; g ``[B, T, Hq]``;
+outputs ``[B, T, Hq, Dv]``. Causal everywhere. With ``H_t = I - beta_t w_t w_t^T`` and
+``G = cumsum(g)``, PaTH's logit is
+
+    logit(i, j) = scale * q_i^T H_i H_{i-1} ... H_{j+1} k_j + G_i - G_j,     j <= i.
+
+:func:`path_attention` has three independent implementations, selected by ``impl``:
+
+* ``"explicit"``: a ``D x D`` matrix product per query-key pair. Slow; the ground truth.
+* ``"parallel"``: the UT all-pairs form over the whole sequence (``O(T^3)`` for the UT solve).
+* ``"blockwise"``: the FlashAttention-style algorithm of the kernel, in plain PyTorch: per-block UT
+  transforms, boundary-adjusted queries and keys, a right-to-left scan over key blocks with an
+  online softmax.
+
+They compute in float64 when q is float64 and in float32 otherwise; the output has q's dtype.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from ._checks import (check_block_size, check_choice, check_path_params, check_qkv, check_scale,
+                      check_tensor, PARAM_DTYPES)
+from .householder import (boundary_adjusted_keys, boundary_adjusted_queries, householder,
+                          ut_transform)
+
+__all__ = [
+    "path_attention", "path_logits", "softmax_attention", "rope_attention", "apply_rope",
+    "alibi_attention", "alibi_slopes", "fox_attention", "IMPLEMENTATIONS",
+]
+
+IMPLEMENTATIONS = ("explicit", "parallel", "blockwise")
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers: layout, dtype, grouped-query heads, masked softmax
+# ----------------------------------------------------------------------------------------------
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _heads_first(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``[B, T, H, ...]`` -> ``[B, H, T, ...]`` in ``dtype``."""
+    return x.to(dtype).transpose(1, 2)
+
+
+def _repeat_heads(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Grouped-query heads: ``[B, Hk, ...]`` -> ``[B, Hk * n_rep, ...]`` (query head h uses h // n_rep)."""
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
+
+
+def _causal_mask(T: int, device) -> torch.Tensor:
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def _gate_bias(g: Optional[torch.Tensor], dtype) -> Optional[torch.Tensor]:
+    """``[B, T, H]`` log gates -> ``[B, H, T, T]`` bias ``G_i - G_j`` (G = cumsum over time)."""
+    if g is None:
+        return None
+    G = torch.cumsum(g.to(dtype), dim=1).transpose(1, 2)  # [B, H, T]
+    return G[..., :, None] - G[..., None, :]
+
+
+def _attend(logits: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal softmax of ``[B, H, T, T]`` logits applied to ``[B, H, T, Dv]`` values."""
+    T = logits.shape[-1]
+    logits = logits.masked_fill(~_causal_mask(T, logits.device), float("-inf"))
+    return torch.softmax(logits, dim=-1) @ v
+
+
+def _finish(o: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``[B, H, T, Dv]`` -> ``[B, T, H, Dv]`` in ``like``'s dtype."""
+    return o.transpose(1, 2).to(like.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# PaTH logits: explicit and parallel (UT) forms
+# ----------------------------------------------------------------------------------------------
+
+def _explicit_scores(q, k, w, beta):
+    """``[B, H, T, T]`` raw scores ``q_i^T H_i ... H_{j+1} k_j`` (zero above the diagonal).
+
+    For each query i a running ``D x D`` matrix ``M = H_i ... H_{j+1}`` is multiplied out explicitly.
+    Inputs heads-first: q, k, w ``[B, H, T, D]``, beta ``[B, H, T]``.
+    """
+    B, H, T, D = q.shape
+    eye = torch.eye(D, dtype=q.dtype, device=q.device).expand(B, H, D, D)
+    zero = q.new_zeros(B, H)
+    rows = []
+    for i in range(T):
+        M = eye
+        row = [zero] * T
+        for j in range(i, -1, -1):
+            row[j] = torch.einsum("bhd,bhde,bhe->bh", q[:, :, i], M, k[:, :, j])
+            M = M @ householder(w[:, :, j], beta[:, :, j])
+        rows.append(torch.stack(row, dim=-1))
+    return torch.stack(rows, dim=-2)
+
+
+def _parallel_scores(q, k, w, beta):
+    """``[B, H, T, T]`` raw scores by the UT all-pairs form (zero above the diagonal).
+
+    ``S = tril(Q K^T) - tril(Q W^T) T strictLower(W K^T)`` with ``T`` the sequence's UT matrix.
+    """
+    Tm = ut_transform(w, beta)
+    return (torch.tril(q @ k.transpose(-1, -2))
+            - torch.tril(q @ w.transpose(-1, -2)) @ Tm @ torch.tril(w @ k.transpose(-1, -2), diagonal=-1))
+
+
+def _prepare(q, k, v, w, beta, g, scale, check_values):
+    B, T, Hq, Hk, D = check_qkv(q, k, v)
+    check_path_params(q, k, w, beta, g, check_values=check_values)
+    scale = check_scale(scale, D)
+    dt = _compute_dtype(q)
+    n_rep = Hq // Hk
+    qh = _heads_first(q, dt)
+    kh = _repeat_heads(_heads_first(k, dt), n_rep)
+    vh = _repeat_heads(_heads_first(v, dt), n_rep)
+    wh = _repeat_heads(_heads_first(w, dt), n_rep)
+    bh = _repeat_heads(beta.to(dt).transpose(1, 2), n_rep)
+    return qh, kh, vh, wh, bh, scale, dt
+
+
+def path_logits(q, k, w, beta, g=None, *, scale=None, impl: str = "parallel",
+                check_values: bool = True) -> torch.Tensor:
+    """PaTH attention logits ``[B, Hq, T, T]``, with ``-inf`` above the diagonal.
+
+    Args:
+        q: ``[B, T, Hq, D]``; k, w: ``[B, T, Hk, D]``; beta: ``[B, T, Hk]``; g: ``[B, T, Hq]`` or None.
+        impl: ``"explicit"`` or ``"parallel"``.
+    """
+    check_choice(impl, "impl", ("explicit", "parallel"))
+    qh, kh, _, wh, bh, scale, dt = _prepare(q, k, k, w, beta, g, scale, check_values)
+    S = (_explicit_scores if impl == "explicit" else _parallel_scores)(qh, kh, wh, bh) * scale
+    if g is not None:
+        S = S + _gate_bias(g, dt)
+    T = S.shape[-1]
+    return S.masked_fill(~_causal_mask(T, S.device), float("-inf"))
+
+
+# ----------------------------------------------------------------------------------------------
+# blockwise mirror of the kernel
+# ----------------------------------------------------------------------------------------------
+
+def _blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size):
+    """The kernel's algorithm in PyTorch. Heads-first inputs; G ``[B, H, T]`` cumulative log gates or None.
+
+    1. per key block j: its UT matrix T_j and keys moved to the block's end, K->_j;
+    2. per query block i: the diagonal block by the intra-block all-pairs form, then queries moved to
+       the block's start, Q~ = Q<-_i, and a right-to-left scan over key blocks j = i-1, ..., 0:
+       logits Q~ K->_j^T, an online-softmax update, and Q~ <- Q~ (I - W_j^T T_j W_j).
+    """
+    B, H, T, D = qh.shape
+    starts = list(range(0, T, block_size))
+    spans = [(s, min(s + block_size, T)) for s in starts]
+    Ts = [ut_transform(wh[:, :, s:e], bh[:, :, s:e]) for s, e in spans]
+    K_end = [boundary_adjusted_keys(kh[:, :, s:e], wh[:, :, s:e], Tj) for (s, e), Tj in zip(spans, Ts)]
+    TW = [Tj @ wh[:, :, s:e] for (s, e), Tj in zip(spans, Ts)]  # T_j W_j, [B, H, L, D]
+
+    outs = []
+    for i, (s, e) in enumerate(spans):
+        Qi, Ki, Wi = qh[:, :, s:e], kh[:, :, s:e], wh[:, :, s:e]
+        # diagonal block: all pairs inside the block
+        S = torch.tril(Qi @ Ki.transpose(-1, -2)) - torch.tril(Qi @ Wi.transpose(-1, -2)) @ Ts[i] @ \
+            torch.tril(Wi @ Ki.transpose(-1, -2), diagonal=-1)
+        logits = scale * S
+        if G is not None:
+            logits = logits + G[:, :, s:e, None] - G[:, :, None, s:e]
+        logits = logits.masked_fill(~_causal_mask(e - s, qh.device), float("-inf"))
+        m = logits.amax(dim=-1)
+        p = torch.exp(logits - m[..., None])
+        l = p.sum(dim=-1)
+        acc = p @ vh[:, :, s:e]
+        # off-diagonal blocks, right to left
+        Q_tilde = boundary_adjusted_queries(Qi, Wi, Ts[i])
+        for j in range(i - 1, -1, -1):
+            sj, ej = spans[j]
+            logits = scale * (Q_tilde @ K_end[j].transpose(-1, -2))
+            if G is not None:
+                logits = logits + G[:, :, s:e, None] - G[:, :, None, sj:ej]
+            m_new = torch.maximum(m, logits.amax(dim=-1))
+            alpha = torch.exp(m - m_new)
+            p = torch.exp(logits - m_new[..., None])
+            l = l * alpha + p.sum(dim=-1)
+            acc = acc * alpha[..., None] + p @ vh[:, :, sj:ej]
+            m = m_new
+            Q_tilde = Q_tilde - (Q_tilde @ wh[:, :, sj:ej].transpose(-1, -2)) @ TW[j]
+        outs.append(acc / l[..., None])
+    return torch.cat(outs, dim=2)
+
+
+# ----------------------------------------------------------------------------------------------
+# public entry points
+# ----------------------------------------------------------------------------------------------
+
+def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwise",
+                   block_size: int = 64, check_values: bool = True) -> torch.Tensor:
+    """Causal PaTH attention (PaTH-FoX when ``g`` is given).
+
+    Args:
+        q: ``[B, T, Hq, D]`` queries.
+        k: ``[B, T, Hk, D]`` keys; ``Hq`` must be a multiple of ``Hk`` (grouped-query heads).
+        v: ``[B, T, Hk, Dv]`` values.
+        w: ``[B, T, Hk, D]`` unit Householder directions, float32 (or float64).
+        beta: ``[B, T, Hk]`` strengths in [0, 2], float32 (or float64).
+        g: optional ``[B, T, Hq]`` log forget gates (<= 0), added unscaled: ``+ G_i - G_j``.
+        scale: logit scale, default ``D ** -0.5``.
+        impl: ``"explicit"`` (ground truth), ``"parallel"`` (UT all-pairs) or ``"blockwise"``.
+        block_size: block length of the blockwise algorithm.
+        check_values: also check values (finite, beta range, unit w); shapes and dtypes always are.
+    Returns:
+        ``[B, T, Hq, Dv]`` in q's dtype.
+    """
+    check_choice(impl, "impl", IMPLEMENTATIONS)
+    check_block_size(block_size)
+    qh, kh, vh, wh, bh, scale, dt = _prepare(q, k, v, w, beta, g, scale, check_values)
+    if impl == "blockwise":
+        G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
+        return _finish(_blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size), q)
+    S = (_explicit_scores if impl == "explicit" else _parallel_scores)(qh, kh, wh, bh) * scale
+    if g is not None:
+        S = S + _gate_bias(g, dt)
+    return _finish(_attend(S, vh), q)
+
+
+def _baseline_prepare(q, k, v, scale):
+    B, T, Hq, Hk, D = check_qkv(q, k, v)
+    scale = check_scale(scale, D)
+    dt = _compute_dtype(q)
+    n_rep = Hq // Hk
+    qh = _heads_first(q, dt)
+    kh = _repeat_heads(_heads_first(k, dt), n_rep)
+    vh = _repeat_heads(_heads_first(v, dt), n_rep)
+    return qh, kh, vh, scale, dt
+
+
+def softmax_attention(q, k, v, *, scale=None) -> torch.Tensor:
+    """Causal softmax attention with no position encoding (NoPE). Shapes as :func:`path_attention`."""
+    qh, kh, vh, scale, _ = _baseline_prepare(q, k, v, scale)
+    return _finish(_attend(scale * qh @ kh.transpose(-1, -2), vh), q)
+
+
+def apply_rope(x: torch.Tensor, *, base: float = 10000.0, offset: int = 0) -> torch.Tensor:
+    """Rotate ``x`` ``[B, T, H, D]`` by RoPE: pair ``(x_{2m}, x_{2m+1})`` at position t turns by
+    ``t * base^{-2m/D}``. ``offset`` shifts the positions (for decoding)."""
+    check_tensor(x, "x", ndim=4, finite=False)
+    D = x.shape[-1]
+    if D % 2:
+        raise ValueError(f"RoPE needs an even head dim, got {D}")
+    dt = _compute_dtype(x)
+    T = x.shape[1]
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=dt, device=x.device) / D)
+    pos = torch.arange(offset, offset + T, dtype=dt, device=x.device)
+    ang = pos[:, None] * inv_freq[None, :]  # [T, D/2]
+    cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
+    x2 = x.to(dt).unflatten(-1, (D // 2, 2))
+    a, b = x2[..., 0], x2[..., 1]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2).to(x.dtype)
+
+
+def rope_attention(q, k, v, *, scale=None, base: float = 10000.0) -> torch.Tensor:
+    """Causal attention with rotary position embeddings on q and k (logit depends on i - j only)."""
+    check_qkv(q, k, v)
+    return softmax_attention(apply_rope(q, base=base), apply_rope(k, base=base), v, scale=scale)
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's per-head slopes ``m_h`` (Press et al.): a geometric sequence, ``2^{-8/n}`` for n a power of 2."""
+    if not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+
+    def power_of_two(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_heads).is_integer():
+        return torch.tensor(power_of_two(n_heads), dtype=torch.float64)
+    closest = 2 ** math.floor(math.log2(n_heads))
+    extra = power_of_two(2 * closest)[0::2][: n_heads - closest]
+    return torch.tensor(power_of_two(closest) + extra, dtype=torch.float64)
+
+
+def alibi_attention(q, k, v, *, scale=None, slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Causal attention with ALiBi's linear distance bias ``-m_h (i - j)``. slopes: ``[Hq]``."""
+    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale)
+    H, T = qh.shape[1], qh.shape[2]
+    if slopes is None:
+        slopes = alibi_slopes(H)
+    check_tensor(slopes, "slopes", ndim=1)
+    if slopes.shape[0] != H:
+        raise ValueError(f"slopes must have one entry per query head ({H}), got {slopes.shape[0]}")
+    pos = torch.arange(T, device=q.device, dtype=dt)
+    dist = pos[:, None] - pos[None, :]
+    bias = -slopes.to(device=q.device, dtype=dt)[:, None, None] * dist
+    return _finish(_attend(scale * qh @ kh.transpose(-1, -2) + bias, vh), q)
+
+
+def fox_attention(q, k, v, g, *, scale=None) -> torch.Tensor:
+    """Forgetting attention (FoX): causal softmax attention plus ``G_i - G_j``, G = cumsum of the
+    log forget gates ``g`` ``[B, T, Hq]`` (<= 0)."""
+    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale)
+    check_tensor(g, "g", ndim=3, dtypes=PARAM_DTYPES)
+    if tuple(g.shape) != (q.shape[0], q.shape[1], q.shape[2]):
+        raise ValueError(f"g must have shape {tuple(q.shape[:3])}, got {tuple(g.shape)}")
+    if g.numel() and bool((g > 0).any()):
+        raise ValueError("g is a log forget gate and must be <= 0")
+    return _finish(_attend(scale * qh @ kh.transpose(-1, -2) + _gate_bias(g, dt), vh), q)
