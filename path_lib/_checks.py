@@ -30,13 +30,14 @@ def check_tensor(x, name: str, *, ndim: Optional[int] = None,
         raise TypeError(f"{name} must have dtype in ({allowed}), got {_name_dtype(x.dtype)}")
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
-    if finite and x.numel() > 0 and not bool(torch.isfinite(x).all()):
+    if finite and x.numel() > 0 and not bool(torch.isfinite(x.detach()).all()):
         raise ValueError(f"{name} contains NaN or infinite values")
     return x
 
 
 def check_beta_range(beta: torch.Tensor, name: str = "beta") -> None:
     """beta must lie in [0, 2]: outside it ``I - beta w w^T`` has an eigenvalue beyond [-1, 1]."""
+    beta = beta.detach()
     if beta.numel() and (bool((beta < 0).any()) or bool((beta > 2).any())):
         lo, hi = float(beta.min()), float(beta.max())
         raise ValueError(f"{name} must lie in [0, 2], got values in [{lo:.4g}, {hi:.4g}]")
@@ -46,7 +47,7 @@ def check_unit_rows(w: torch.Tensor, name: str = "w", tol: float = UNIT_NORM_TOL
     """w must be L2-normalised along its last dimension (the Householder direction)."""
     if w.numel() == 0:
         return
-    err = (w.double().norm(dim=-1) - 1).abs().max()
+    err = (w.detach().double().norm(dim=-1) - 1).abs().max()
     if float(err) > tol:
         raise ValueError(f"{name} must be L2-normalised along the last dimension "
                          f"(max | ||{name}|| - 1 | = {float(err):.3g}); use path_lib.householder.normalize")

@@ -1,0 +1,373 @@
+"""Attention layers (PaTH, PaTH-FoX, RoPE, FoX, ALiBi, NoPE) with one interface, and a small ``TinyLM``.
+
+Every attention layer maps ``x [B, T, d_model] -> [B, T, d_model]`` and has a recurrent
+``step(x_t [B, d_model], state) -> (y_t [B, d_model], state)`` for generation whose outputs equal the
+parallel forward. ``state`` starts as ``None``.
+
+PaTH's per-token parameters follow the paper and fla's layer (PATH_NOTES section 6):
+
+    w_t    = L2norm_per_head(SiLU(CausalDepthwiseConv_3(LowRank(x_t))))
+    beta_t = 2 * sigmoid(Linear(x_t))          one per key head, optionally clipped to beta_max < 2
+    g_t    = logsigmoid(Linear(x_t))           one per query head (PaTH-FoX only)
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ._checks import check_choice, check_tensor
+from .attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
+                        softmax_attention, alibi_attention)
+from .decoding import PaTHCache
+
+__all__ = [
+    "AttentionLayer", "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention",
+    "FoXAttention", "ATTENTION_LAYERS", "make_attention", "register_attention", "TinyLM",
+    "BACKENDS",
+]
+
+BACKENDS = ("auto", "reference", "blockwise", "triton")
+
+
+def _init_linear(layer: nn.Linear, std: float = 0.02) -> nn.Linear:
+    nn.init.normal_(layer.weight, std=std)
+    if layer.bias is not None:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _param_dtype(x: torch.Tensor) -> torch.dtype:
+    """w, beta and g are float32, or float64 when the model runs in float64 (for exact checks)."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _check_x(x, d_model: int, name: str = "x", ndim: int = 3) -> None:
+    check_tensor(x, name, ndim=ndim, finite=False)
+    if x.shape[-1] != d_model:
+        raise ValueError(f"{name} must have last dimension d_model={d_model}, got {x.shape[-1]}")
+
+
+class AttentionLayer(nn.Module):
+    """Shared projections: q ``[.., Hq, Dh]``, k and v ``[.., Hk, Dh]`` (grouped-query heads), output."""
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: Optional[int] = None,
+                 head_dim: Optional[int] = None):
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if d_model < 1 or n_heads < 1:
+            raise ValueError(f"d_model and n_heads must be positive, got {d_model}, {n_heads}")
+        if n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_heads ({n_heads}) must be a positive multiple of n_kv_heads ({n_kv_heads})")
+        if head_dim is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads}) "
+                                 "unless head_dim is given")
+            head_dim = d_model // n_heads
+        self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim
+        self.q_proj = _init_linear(nn.Linear(d_model, n_heads * head_dim, bias=False))
+        self.k_proj = _init_linear(nn.Linear(d_model, n_kv_heads * head_dim, bias=False))
+        self.v_proj = _init_linear(nn.Linear(d_model, n_kv_heads * head_dim, bias=False))
+        self.o_proj = _init_linear(nn.Linear(n_heads * head_dim, d_model, bias=False))
+
+    def qkv(self, x: torch.Tensor):
+        """``x [B, T, d_model]`` -> q ``[B, T, Hq, Dh]``, k, v ``[B, T, Hk, Dh]``."""
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim)
+        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim)
+        return q, k, v
+
+    def out(self, o: torch.Tensor) -> torch.Tensor:
+        """``o [B, T, Hq, Dh]`` -> ``[B, T, d_model]``."""
+        return self.o_proj(o.reshape(*o.shape[:2], -1))
+
+    # Baselines decode with a plain growing KV cache and this layer's logit bias.
+    def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
+        """One token: ``x_t [B, d_model]`` -> ``(y_t [B, d_model], state)``."""
+        _check_x(x_t, self.d_model, "x_t", ndim=2)
+        x = x_t[:, None]
+        if state is None:
+            state = {"x": x}
+        else:
+            state = {"x": torch.cat([state["x"], x], dim=1)}
+        # Recompute the last position from the cached inputs: exact by construction for baselines
+        # whose logits depend on positions only (and cheap at the sizes this book decodes).
+        y = self.forward(state["x"])[:, -1]
+        return y, state
+
+
+class NoPEAttention(AttentionLayer):
+    """Causal softmax attention without position encoding."""
+
+    def forward(self, x):
+        _check_x(x, self.d_model)
+        q, k, v = self.qkv(x)
+        return self.out(softmax_attention(q, k, v))
+
+
+class RoPEAttention(AttentionLayer):
+    """Causal attention with rotary position embeddings on q and k."""
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rope_base: float = 10000.0):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+        self.rope_base = rope_base
+
+    def forward(self, x):
+        _check_x(x, self.d_model)
+        q, k, v = self.qkv(x)
+        return self.out(rope_attention(q, k, v, base=self.rope_base))
+
+
+class ALiBiAttention(AttentionLayer):
+    """Causal attention with ALiBi's linear distance bias (fixed per-head slopes)."""
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+        self.register_buffer("slopes", alibi_slopes(n_heads).float(), persistent=False)
+
+    def forward(self, x):
+        _check_x(x, self.d_model)
+        q, k, v = self.qkv(x)
+        return self.out(alibi_attention(q, k, v, slopes=self.slopes))
+
+
+class FoXAttention(AttentionLayer):
+    """Forgetting attention: softmax attention plus a data-dependent forget gate (no rotation)."""
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+        self.g_proj = _init_linear(nn.Linear(d_model, n_heads, bias=True))
+
+    def forward(self, x):
+        _check_x(x, self.d_model)
+        q, k, v = self.qkv(x)
+        g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x)))
+        return self.out(fox_attention(q, k, v, g))
+
+
+class PaTHAttention(AttentionLayer):
+    """PaTH attention (PaTH-FoX with ``use_forget_gate=True``).
+
+    Args:
+        d_model, n_heads, n_kv_heads, head_dim: sizes; ``n_heads % n_kv_heads == 0``.
+        w_rank: rank of the low-rank projection that produces w (32 in the paper's layer).
+        conv_size: width of the causal depthwise convolution on w (3).
+        use_forget_gate: add FoX's forget gate (PaTH-FoX).
+        beta_max: clip beta to ``[0, beta_max]`` (a value below 2 keeps bf16 products stable).
+        backend: ``"reference"`` (UT all-pairs, float64-capable), ``"blockwise"`` (PyTorch mirror of
+            the kernel), ``"triton"`` (the Triton kernels; CUDA, or ``TRITON_INTERPRET=1``) or
+            ``"auto"`` (triton on CUDA when the kernels are importable, else blockwise).
+        block_size: block length of the blockwise backend.
+    """
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, w_rank: int = 32,
+                 conv_size: int = 3, use_forget_gate: bool = False, beta_max: Optional[float] = None,
+                 backend: str = "auto", block_size: int = 64):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+        check_choice(backend, "backend", BACKENDS)
+        if beta_max is not None and not (0 < beta_max <= 2):
+            raise ValueError(f"beta_max must lie in (0, 2], got {beta_max}")
+        if conv_size < 1 or w_rank < 1:
+            raise ValueError("conv_size and w_rank must be positive")
+        self.backend, self.block_size, self.beta_max, self.conv_size = backend, block_size, beta_max, conv_size
+        w_dim = self.n_kv_heads * self.head_dim
+        self.w_down = _init_linear(nn.Linear(d_model, w_rank, bias=False))
+        self.w_up = _init_linear(nn.Linear(w_rank, w_dim, bias=False))
+        self.w_conv = nn.Conv1d(w_dim, w_dim, conv_size, groups=w_dim, bias=False)
+        nn.init.normal_(self.w_conv.weight, std=0.02)
+        with torch.no_grad():  # start near the identity filter so w follows the current token
+            self.w_conv.weight[:, 0, -1] += 1.0
+        self.beta_proj = _init_linear(nn.Linear(d_model, self.n_kv_heads, bias=True))
+        self.g_proj = _init_linear(nn.Linear(d_model, n_heads, bias=True)) if use_forget_gate else None
+
+    # -- per-token parameters ---------------------------------------------------------------
+    def _w_from_conv_input(self, u: torch.Tensor) -> torch.Tensor:
+        """``u [B, T + conv_size - 1, w_dim]`` (left context included) -> w ``[B, T, Hk, Dh]`` float32."""
+        B = u.shape[0]
+        y = F.conv1d(u.transpose(1, 2), self.w_conv.weight, groups=u.shape[-1]).transpose(1, 2)
+        y = F.silu(y).to(_param_dtype(u)).view(B, -1, self.n_kv_heads, self.head_dim)
+        return F.normalize(y, dim=-1, eps=1e-6)
+
+    def path_params(self, x: torch.Tensor):
+        """``x [B, T, d_model]`` -> w ``[B, T, Hk, Dh]``, beta ``[B, T, Hk]``, g ``[B, T, Hq]`` or None (float32)."""
+        u = self.w_up(self.w_down(x))
+        u = F.pad(u, (0, 0, self.conv_size - 1, 0))
+        w = self._w_from_conv_input(u)
+        beta = 2 * torch.sigmoid(self.beta_proj(x).to(_param_dtype(x)))
+        if self.beta_max is not None:
+            beta = beta.clamp(max=self.beta_max)
+        g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x))) if self.g_proj is not None else None
+        return w, beta, g
+
+    def _resolve_backend(self, q: torch.Tensor) -> str:
+        if self.backend != "auto":
+            return self.backend
+        if q.is_cuda and self.head_dim in (32, 64, 128):
+            try:
+                import kernels  # noqa: F401
+                return "triton"
+            except ImportError:
+                return "blockwise"
+        return "blockwise"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_x(x, self.d_model)
+        q, k, v = self.qkv(x)
+        w, beta, g = self.path_params(x)
+        backend = self._resolve_backend(q)
+        if backend == "triton":
+            from kernels import path_attention as triton_path_attention
+            o = triton_path_attention(q, k, v, w, beta, g)
+        else:
+            impl = "parallel" if backend == "reference" else "blockwise"
+            o = path_attention(q, k, v, w, beta, g, impl=impl, block_size=self.block_size)
+        return self.out(o)
+
+    def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
+        """One token through the transformed-key cache: ``x_t [B, d_model]`` -> ``(y_t, state)``."""
+        _check_x(x_t, self.d_model, "x_t", ndim=2)
+        B = x_t.shape[0]
+        x = x_t[:, None]
+        q, k, v = self.qkv(x)
+        u_t = self.w_up(self.w_down(x))                      # [B, 1, w_dim]
+        if state is None:
+            dtype = torch.float64 if x_t.dtype == torch.float64 else torch.float32
+            state = {"cache": PaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, dtype=dtype,
+                                        device=x_t.device),
+                     "conv": u_t.new_zeros(B, self.conv_size - 1, u_t.shape[-1])}
+        u = torch.cat([state["conv"], u_t], dim=1)           # the last conv_size inputs
+        state["conv"] = u[:, 1:]
+        w = self._w_from_conv_input(u)[:, 0]
+        beta = 2 * torch.sigmoid(self.beta_proj(x_t).to(_param_dtype(x_t)))
+        if self.beta_max is not None:
+            beta = beta.clamp(max=self.beta_max)
+        g = F.logsigmoid(self.g_proj(x_t).to(_param_dtype(x_t))) if self.g_proj is not None else None
+        o = state["cache"].step(q[:, 0], k[:, 0], v[:, 0], w, beta, g)
+        return self.out(o[:, None].to(x_t.dtype))[:, 0], state
+
+
+ATTENTION_LAYERS: Dict[str, Callable[..., AttentionLayer]] = {
+    "nope": NoPEAttention,
+    "rope": RoPEAttention,
+    "alibi": ALiBiAttention,
+    "fox": FoXAttention,
+    "path": PaTHAttention,
+    "path_fox": lambda *a, **kw: PaTHAttention(*a, use_forget_gate=True, **kw),
+}
+
+
+def register_attention(name: str, factory: Callable[..., AttentionLayer]) -> None:
+    """Add an attention variant usable as ``TinyLM(attention=name)`` (factory(d_model, n_heads, **kw))."""
+    ATTENTION_LAYERS[name] = factory
+
+
+def make_attention(kind: str, d_model: int, n_heads: int, **kwargs) -> AttentionLayer:
+    """Build an attention layer by name: one of ``ATTENTION_LAYERS``."""
+    check_choice(kind, "attention", tuple(ATTENTION_LAYERS))
+    return ATTENTION_LAYERS[kind](d_model, n_heads, **kwargs)
+
+
+class _Block(nn.Module):
+    def __init__(self, d_model, n_heads, attention, mlp_ratio, attention_kwargs):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = make_attention(attention, d_model, n_heads, **attention_kwargs)
+        self.norm2 = nn.LayerNorm(d_model)
+        hidden = int(mlp_ratio * d_model)
+        self.mlp = nn.Sequential(_init_linear(nn.Linear(d_model, hidden)), nn.GELU(),
+                                 _init_linear(nn.Linear(hidden, d_model)))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+    def step(self, x_t, state):
+        a, state = self.attn.step(self.norm1(x_t), state)
+        x_t = x_t + a
+        return x_t + self.mlp(self.norm2(x_t)), state
+
+
+class TinyLM(nn.Module):
+    """A small decoder-only language model whose position information comes only from its attention.
+
+    Args:
+        vocab_size: number of token ids.
+        d_model, n_layers, n_heads: sizes.
+        attention: a name in ``ATTENTION_LAYERS`` ("nope", "rope", "alibi", "fox", "path", "path_fox", ...).
+        mlp_ratio: hidden width of the MLP relative to d_model.
+        tie_embeddings: share the input embedding and the output head.
+        **attention_kwargs: passed to the attention layer (n_kv_heads, backend, beta_max, ...).
+
+    ``forward(tokens [B, T] long) -> logits [B, T, vocab_size]``;
+    ``step(token [B] long, state) -> (logits [B, vocab_size], state)``, equal to the forward's rows.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 128, n_layers: int = 2, n_heads: int = 2, *,
+                 attention: str = "path", mlp_ratio: float = 4.0, tie_embeddings: bool = True,
+                 **attention_kwargs):
+        super().__init__()
+        if vocab_size < 1 or n_layers < 1:
+            raise ValueError(f"vocab_size and n_layers must be positive, got {vocab_size}, {n_layers}")
+        check_choice(attention, "attention", tuple(ATTENTION_LAYERS))
+        self.vocab_size, self.attention = vocab_size, attention
+        self.embed = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        self.blocks = nn.ModuleList(_Block(d_model, n_heads, attention, mlp_ratio, attention_kwargs)
+                                    for _ in range(n_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        if tie_embeddings:
+            self.head.weight = self.embed.weight
+        else:
+            _init_linear(self.head)
+
+    def _check_tokens(self, tokens, ndim):
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
+        if tokens.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
+        if tokens.dim() != ndim:
+            raise ValueError(f"tokens must have {ndim} dimensions, got shape {tuple(tokens.shape)}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+            raise ValueError(f"tokens must lie in [0, {self.vocab_size})")
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        self._check_tokens(tokens, 2)
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+    def step(self, token: torch.Tensor, state: Optional[list] = None):
+        """One token per sequence: ``token [B]`` -> ``(logits [B, vocab_size], state)``."""
+        self._check_tokens(token, 1)
+        state = [None] * len(self.blocks) if state is None else state
+        x = self.embed(token)
+        for i, block in enumerate(self.blocks):
+            x, state[i] = block.step(x, state[i])
+        return self.head(self.norm(x)), state
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, n_new: int, *, temperature: float = 0.0,
+                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """Greedy (temperature 0) or sampled continuation of ``prompt [B, T0]``; returns ``[B, T0 + n_new]``."""
+        self._check_tokens(prompt, 2)
+        if prompt.shape[1] == 0:
+            raise ValueError("prompt must contain at least one token")
+        state, out = None, [prompt]
+        for t in range(prompt.shape[1]):
+            logits, state = self.step(prompt[:, t], state)
+        for _ in range(n_new):
+            if temperature > 0:
+                nxt = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)[:, 0]
+            else:
+                nxt = logits.argmax(-1)
+            out.append(nxt[:, None])
+            logits, state = self.step(nxt, state)
+        return torch.cat(out, dim=1)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
