@@ -1,0 +1,155 @@
+"""A real text corpus that exists offline everywhere: the Python standard library's own source.
+
+Every Python installation (a laptop, the book build, Colab, a GPU box) ships ``*.py`` files under
+``sysconfig.get_paths()["stdlib"]``: tens of megabytes of real, varied code and docstrings. Read as
+bytes, it gives a byte-level language-modelling corpus (vocabulary 256) with no download.
+
+    from path_lib.corpus import load_stdlib_corpus, sample_windows
+    corpus = load_stdlib_corpus(max_bytes=8_000_000)
+    x, y = sample_windows(corpus.train, batch=16, length=256, generator=torch.Generator().manual_seed(0))
+
+Determinism: files are sorted by relative path; each file goes to validation iff the SHA-1 of its
+relative path (POSIX form) falls in the first ``val_percent`` of 100 buckets, so the split does not
+depend on the order or the number of files. Each file is followed by one NUL byte (0) as a document
+separator. ``site-packages`` is excluded.
+
+The stdlib differs across Python versions, so results are tied to ``corpus.info`` (Python version,
+number of files and bytes per split, a digest of the bytes): record it next to any number.
+"""
+from __future__ import annotations
+
+import hashlib
+import platform
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Tuple
+
+import torch
+
+__all__ = ["Corpus", "stdlib_root", "list_stdlib_files", "is_validation_file", "load_stdlib_corpus",
+           "sample_windows", "encode", "decode", "VOCAB_SIZE", "SEPARATOR"]
+
+VOCAB_SIZE = 256
+SEPARATOR = 0
+
+
+@dataclass
+class Corpus:
+    """Byte-level corpus: ``train`` and ``val`` are 1-D ``uint8`` tensors; ``info`` describes their origin."""
+
+    train: torch.Tensor
+    val: torch.Tensor
+    info: dict = field(default_factory=dict)
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB_SIZE
+
+
+def stdlib_root() -> Path:
+    """The folder of this interpreter's standard library (``sysconfig.get_paths()["stdlib"]``)."""
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def list_stdlib_files(root: Optional[Path] = None) -> list:
+    """Sorted list of ``*.py`` paths under ``root`` (default: the stdlib), site-packages excluded."""
+    root = stdlib_root() if root is None else Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"corpus folder {root} does not exist (is this a full Python installation?)")
+    files = [p for p in root.rglob("*.py")
+             if p.is_file() and "site-packages" not in p.relative_to(root).parts
+             and "dist-packages" not in p.relative_to(root).parts]
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def is_validation_file(relpath: str, val_percent: float) -> bool:
+    """True iff the SHA-1 of ``relpath`` (POSIX) lands in the first ``val_percent`` of 100 buckets."""
+    h = int(hashlib.sha1(relpath.encode("utf-8")).hexdigest()[:8], 16)
+    return (h % 10000) < val_percent * 100
+
+
+def load_stdlib_corpus(*, max_bytes: int = 32_000_000, val_percent: float = 5.0,
+                       min_bytes: int = 100_000, root: Optional[Path] = None) -> Corpus:
+    """Read the stdlib's ``*.py`` files as bytes and split them by file.
+
+    Args:
+        max_bytes: size cap over both splits together; files are taken in sorted order until the cap
+            (the last one is truncated), so a cap gives a deterministic prefix of the corpus.
+        val_percent: share of files (by path hash, in percent) that go to validation.
+        min_bytes: raise ``ValueError`` if either split ends up smaller than ``min_bytes // 20``
+            or the whole corpus smaller than ``min_bytes``.
+        root: read another folder instead of the stdlib (tests).
+    Returns:
+        a :class:`Corpus`; ``info`` holds python version, root, files and bytes per split, a SHA-1 digest.
+    """
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+    if not (0 < val_percent < 100):
+        raise ValueError(f"val_percent must lie in (0, 100), got {val_percent}")
+    root = stdlib_root() if root is None else Path(root)
+    files = list_stdlib_files(root)
+    if not files:
+        raise ValueError(f"no *.py files under {root}: the corpus is missing")
+    parts = {"train": [], "val": []}
+    counts = {"train": 0, "val": 0}
+    total = 0
+    digest = hashlib.sha1()
+    for p in files:
+        if total >= max_bytes:
+            break
+        rel = p.relative_to(root).as_posix()
+        data = p.read_bytes()[: max_bytes - total] + bytes([SEPARATOR])
+        split = "val" if is_validation_file(rel, val_percent) else "train"
+        parts[split].append(data)
+        counts[split] += 1
+        total += len(data)
+        digest.update(rel.encode() + b"\0" + data)
+    train = b"".join(parts["train"])
+    val = b"".join(parts["val"])
+    if len(train) + len(val) < min_bytes or min(len(train), len(val)) < min_bytes // 20:
+        raise ValueError(f"corpus under {root} is too small: {len(train)} train and {len(val)} validation "
+                         f"bytes (need at least {min_bytes} in all and {min_bytes // 20} per split)")
+    info = {"source": "python-stdlib", "python": platform.python_version(), "root": str(root),
+            "files_total": len(files), "files_train": counts["train"], "files_val": counts["val"],
+            "bytes_train": len(train), "bytes_val": len(val), "max_bytes": max_bytes,
+            "val_percent": val_percent, "sha1": digest.hexdigest()}
+    as_tensor = lambda b: torch.frombuffer(bytearray(b), dtype=torch.uint8).clone()
+    return Corpus(as_tensor(train), as_tensor(val), info)
+
+
+def sample_windows(data: torch.Tensor, batch: int, length: int, *,
+                   generator: Optional[torch.Generator] = None, device=None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Random windows for next-byte prediction.
+
+    Args:
+        data: 1-D ``uint8`` tensor (a split of a :class:`Corpus`).
+        batch, length: number and length of windows.
+        generator: a seeded ``torch.Generator`` (CPU) for reproducible draws.
+    Returns:
+        ``x, y`` int64 ``[batch, length]`` with ``y[:, t] = x[:, t+1]`` in the data.
+    """
+    if data.dim() != 1:
+        raise ValueError(f"data must be 1-D, got shape {tuple(data.shape)}")
+    if batch < 1 or length < 1:
+        raise ValueError(f"batch and length must be positive, got {batch}, {length}")
+    if data.numel() < length + 1:
+        raise ValueError(f"data has {data.numel()} bytes, too few for windows of length {length} (+1)")
+    starts = torch.randint(0, data.numel() - length, (batch,), generator=generator)
+    idx = starts[:, None] + torch.arange(length + 1)
+    w = data[idx].long()
+    if device is not None:
+        w = w.to(device)
+    return w[:, :-1], w[:, 1:]
+
+
+def encode(text: str) -> torch.Tensor:
+    """UTF-8 bytes of ``text`` as an int64 tensor ``[n]``."""
+    return torch.tensor(list(text.encode("utf-8")), dtype=torch.long)
+
+
+def decode(tokens) -> str:
+    """Bytes (a tensor or list of ints in [0, 256)) back to text (invalid UTF-8 replaced)."""
+    if isinstance(tokens, torch.Tensor):
+        tokens = tokens.tolist()
+    return bytes(int(t) for t in tokens).decode("utf-8", errors="replace")

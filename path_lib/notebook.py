@@ -1,0 +1,85 @@
+"""Small helpers for the book's notebooks: device, size presets, recorded GPU results.
+
+    from path_lib.notebook import DEVICE, pick_preset, load_result, show_provenance
+
+    cfg = pick_preset(tiny=dict(T=64, steps=200), full=dict(T=1024, steps=5000))
+    data = load_result("benchmarks/results/speed_h200.json")   # recorded on a GPU, with provenance
+    show_provenance(data)                                       # prints the "Recorded run: ..." label
+"""
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from pathlib import Path
+from typing import Optional, TypeVar
+
+from .provenance import provenance_label
+
+__all__ = ["REPOSITORY", "BRANCH", "DEVICE", "device", "pick_preset", "repo_root", "load_result",
+           "show_provenance"]
+
+# Must agree with `repository:` in _config.yml and book/_templates/first_cell.py (a test checks).
+REPOSITORY = "https://github.com/path-attention/path-book"
+BRANCH = "main"
+
+P = TypeVar("P")
+
+
+def device() -> str:
+    """``"cuda"`` when a CUDA device is visible, else ``"cpu"``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+DEVICE = device()
+
+
+def pick_preset(tiny: P, full: P) -> P:
+    """The ``full`` preset on a CUDA machine, the ``tiny`` one on CPU (the book build, laptops).
+
+    ``PATH_BOOK_PRESET=tiny`` or ``=full`` forces a choice (e.g. a quick look on a GPU).
+    """
+    forced = os.environ.get("PATH_BOOK_PRESET", "").strip().lower()
+    if forced in ("tiny", "full"):
+        return tiny if forced == "tiny" else full
+    if forced:
+        raise ValueError(f"PATH_BOOK_PRESET must be 'tiny' or 'full', got {forced!r}")
+    return full if device() == "cuda" else tiny
+
+
+def repo_root() -> Optional[Path]:
+    """The repository checkout this path_lib was imported from, or None (pip-installed, e.g. Colab)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "_toc.yml").exists() and (root / "path_lib").is_dir() else None
+
+
+def load_result(relpath: str) -> dict:
+    """Load a recorded result (JSON with a ``provenance`` block) by its path in the repository.
+
+    Reads the file from the checkout when there is one; otherwise (Colab, where path_lib was
+    pip-installed) downloads it from the repository's ``BRANCH``.
+    """
+    relpath = str(relpath).lstrip("/")
+    root = repo_root()
+    if root is not None:
+        path = root / relpath
+        if not path.exists():
+            raise FileNotFoundError(f"recorded result {relpath} does not exist in {root}")
+        data = json.loads(path.read_text())
+    else:
+        owner_repo = REPOSITORY.removeprefix("https://github.com/")
+        url = f"https://raw.githubusercontent.com/{owner_repo}/{BRANCH}/{relpath}"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            data = json.loads(resp.read().decode())
+    if "provenance" not in data:
+        raise ValueError(f"{relpath} has no provenance block")
+    return data
+
+
+def show_provenance(data: dict) -> None:
+    """Display the provenance label of a recorded result under the table/figure built from it."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(f"*{provenance_label(data)}*"))
