@@ -93,13 +93,47 @@ class AttentionLayer(nn.Module):
             state = {"x": x}
         else:
             state = {"x": torch.cat([state["x"], x], dim=1)}
-        # Recompute the last position from the cached inputs: exact by construction for baselines
-        # whose logits depend on positions only (and cheap at the sizes this book decodes).
+        # Generic fallback for variants without a cache of their own: recompute the last position
+        # from the cached inputs. Exact, but O(t^2) per token; the built-in layers override it.
         y = self.forward(state["x"])[:, -1]
         return y, state
 
 
-class NoPEAttention(AttentionLayer):
+class _CachedSoftmaxAttention(AttentionLayer):
+    """Softmax attention whose ``step`` keeps a plain key-value cache (O(t D) per token and head).
+
+    Subclasses say how a position changes the new query and key (``_position_qk``) and which bias
+    the current query adds to the cached logits (``_cache_bias``).
+    """
+
+    def _position_qk(self, q, k, pos: int):
+        return q, k
+
+    def _cache_bias(self, x_t, state):
+        return None
+
+    def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
+        _check_x(x_t, self.d_model, "x_t", ndim=2)
+        q, k, v = self.qkv(x_t[:, None])                     # [B, 1, H, Dh]
+        pos = 0 if state is None else state["pos"]
+        q, k = self._position_qk(q, k, pos)
+        k, v = k[:, 0, :, None], v[:, 0, :, None]            # [B, Hk, 1, Dh]
+        if state is None:
+            state = {"pos": 0, "k": k, "v": v}
+        else:
+            state["k"], state["v"] = torch.cat([state["k"], k], 2), torch.cat([state["v"], v], 2)
+        state["pos"] = pos + 1
+        n_rep = self.n_heads // self.n_kv_heads
+        keys, values = state["k"].repeat_interleave(n_rep, 1), state["v"].repeat_interleave(n_rep, 1)
+        logits = self.head_dim ** -0.5 * torch.einsum("bhd,bhtd->bht", q[:, 0], keys)
+        bias = self._cache_bias(x_t, state)
+        if bias is not None:
+            logits = logits + bias
+        o = torch.einsum("bht,bhtd->bhd", torch.softmax(logits, dim=-1), values)
+        return self.out(o[:, None])[:, 0], state
+
+
+class NoPEAttention(_CachedSoftmaxAttention):
     """Causal softmax attention without position encoding."""
 
     def forward(self, x):
@@ -108,7 +142,7 @@ class NoPEAttention(AttentionLayer):
         return self.out(softmax_attention(q, k, v))
 
 
-class RoPEAttention(AttentionLayer):
+class RoPEAttention(_CachedSoftmaxAttention):
     """Causal attention with rotary position embeddings on q and k."""
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rope_base: float = 10000.0):
@@ -120,8 +154,11 @@ class RoPEAttention(AttentionLayer):
         q, k, v = self.qkv(x)
         return self.out(rope_attention(q, k, v, base=self.rope_base))
 
+    def _position_qk(self, q, k, pos):
+        return apply_rope(q, base=self.rope_base, offset=pos), apply_rope(k, base=self.rope_base, offset=pos)
 
-class ALiBiAttention(AttentionLayer):
+
+class ALiBiAttention(_CachedSoftmaxAttention):
     """Causal attention with ALiBi's linear distance bias (fixed per-head slopes)."""
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None):
@@ -133,8 +170,13 @@ class ALiBiAttention(AttentionLayer):
         q, k, v = self.qkv(x)
         return self.out(alibi_attention(q, k, v, slopes=self.slopes))
 
+    def _cache_bias(self, x_t, state):
+        t = state["pos"]
+        dist = torch.arange(t - 1, -1, -1, device=x_t.device, dtype=x_t.dtype)   # i - j for j = 0..t-1
+        return -self.slopes.to(x_t.dtype)[None, :, None] * dist
 
-class FoXAttention(AttentionLayer):
+
+class FoXAttention(_CachedSoftmaxAttention):
     """Forgetting attention: softmax attention plus a data-dependent forget gate (no rotation)."""
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None):
@@ -146,6 +188,12 @@ class FoXAttention(AttentionLayer):
         q, k, v = self.qkv(x)
         g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x)))
         return self.out(fox_attention(q, k, v, g))
+
+    def _cache_bias(self, x_t, state):
+        g = F.logsigmoid(self.g_proj(x_t).to(_param_dtype(x_t)))             # [B, Hq]
+        total = g if "G" not in state else state["G"][:, :, -1] + g
+        state["G"] = total[:, :, None] if "G" not in state else torch.cat([state["G"], total[:, :, None]], 2)
+        return (total[:, :, None] - state["G"]).to(x_t.dtype)
 
 
 class PaTHAttention(AttentionLayer):
