@@ -51,7 +51,7 @@ def householder(w: torch.Tensor, beta) -> torch.Tensor:
     beta = torch.as_tensor(beta, dtype=w.dtype, device=w.device)
     D = w.shape[-1]
     eye = torch.eye(D, dtype=w.dtype, device=w.device)
-    return eye - beta[..., None, None] * w[..., :, None] * w[..., None, :]
+    return eye - beta[..., None, None] * (w[..., :, None] * w[..., None, :])   # exactly symmetric
 
 
 def householder_product(W: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
