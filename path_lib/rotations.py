@@ -33,7 +33,6 @@ The generic ``AttentionLayer.step`` (recompute over the cached inputs) is exact 
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn as nn
