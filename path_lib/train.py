@@ -1,0 +1,384 @@
+"""One training loop for every chapter: AdamW, linear warm-up then cosine decay, gradient clipping,
+periodic evaluation, optional checkpoints, a tqdm bar, seeds, JSON results with provenance.
+
+    from path_lib.layers import TinyLM
+    from path_lib.tasks import flip_flop
+    from path_lib.train import TrainConfig, train, task_preset, PRESETS
+
+    p = task_preset("flip_flop")                 # tiny on CPU, full on a GPU (hardware())
+    sample = lambda step, gen: flip_flop(p.batch_size, generator=gen, **p.task)[:2]
+    model = TinyLM(5, attention="path", **p.model)
+    result = train(model, sample, p.config, eval_sets={"id": [...]})
+
+``sample(step, generator) -> (inputs [B, T] long, targets [B, T] long, -100 = no loss)`` draws the
+training batch for ``step`` from the seeded ``torch.Generator``; ``eval_sets`` maps a name to a list
+of ``(inputs, targets)`` batches (fixed, so every evaluation sees the same data).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .provenance import write_result
+
+__all__ = [
+    "TrainConfig", "Preset", "PRESETS", "task_preset", "hardware", "set_seed", "lr_at", "masked_loss",
+    "evaluate", "train", "save_result", "train_task", "task_eval_sets", "FLIP_FLOP_EVAL",
+]
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings. ``warmup`` steps of linear warm-up to ``lr``, then cosine decay to
+    ``lr * min_lr_ratio`` at ``steps``. ``eval_every=0`` evaluates only at the end."""
+    steps: int = 200
+    lr: float = 1e-3
+    warmup: int = 20
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    betas: Tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    eval_every: int = 0
+    seed: int = 0
+    autocast_bf16: bool = False          # bf16 autocast on CUDA (PaTH keeps w, beta, g in float32)
+    checkpoint: Optional[str] = None     # path of a final checkpoint (model + optimiser state)
+
+    def __post_init__(self):
+        for name in ("steps", "warmup", "eval_every", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+            if v < (1 if name == "steps" else 0):
+                raise ValueError(f"{name} must be >= {1 if name == 'steps' else 0}, got {v}")
+        if self.warmup > self.steps:
+            raise ValueError(f"warmup ({self.warmup}) must not exceed steps ({self.steps})")
+        for name in ("lr", "weight_decay", "grad_clip", "min_lr_ratio"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise TypeError(f"{name} must be a finite float, got {v!r}")
+            if v < 0 or (name == "lr" and v == 0):
+                raise ValueError(f"{name} must be {'> 0' if name == 'lr' else '>= 0'}, got {v}")
+        if self.min_lr_ratio > 1:
+            raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
+
+
+@dataclass
+class Preset:
+    """Everything one synthetic experiment needs: optimisation, model sizes, task parameters,
+    batch sizes, and (for length generalisation) evaluation lengths."""
+    config: TrainConfig
+    batch_size: int
+    model: Dict = field(default_factory=dict)        # TinyLM kwargs: d_model, n_layers, n_heads, ...
+    task: Dict = field(default_factory=dict)         # task kwargs: length, p_ignore, ...
+    eval_batch_size: int = 256
+    eval_batches: int = 4
+
+    def replace(self, **kw) -> "Preset":
+        return dataclasses.replace(self, **kw)
+
+
+def _preset(steps, lr, warmup, batch_size, model, task, eval_batch_size=256, eval_batches=4, eval_every=0):
+    return Preset(TrainConfig(steps=steps, lr=lr, warmup=warmup, eval_every=eval_every), batch_size,
+                  dict(model), dict(task), eval_batch_size, eval_batches)
+
+
+# tiny: a CPU run inside the book build (seconds to a minute); full: the recorded GPU runs.
+PRESETS: Dict[str, Dict[str, Preset]] = {
+    "flip_flop": {
+        "tiny": _preset(300, 3e-3, 30, 32, dict(d_model=32, n_layers=1, n_heads=2), dict(length=64, p_ignore=0.8),
+                        eval_batch_size=128, eval_batches=2),
+        "full": _preset(1500, 3e-3, 100, 128, dict(d_model=64, n_layers=1, n_heads=2), dict(length=512, p_ignore=0.8),
+                        eval_batch_size=256, eval_batches=8),
+    },
+    "a5": {
+        "tiny": _preset(300, 3e-3, 30, 32, dict(d_model=32, n_layers=1, n_heads=2), dict(length=16),
+                        eval_batch_size=128, eval_batches=2),
+        "full": _preset(2000, 1e-3, 100, 128, dict(d_model=128, n_layers=1, n_heads=2), dict(length=32),
+                        eval_batch_size=256, eval_batches=4),
+    },
+    "mqrar": {
+        "tiny": _preset(300, 3e-3, 30, 32, dict(d_model=64, n_layers=2, n_heads=2),
+                        dict(length=80, n_keys=8, n_pairs=32), eval_batch_size=128, eval_batches=2),
+        "full": _preset(2000, 1e-3, 100, 64, dict(d_model=256, n_layers=2, n_heads=2),
+                        dict(length=768, n_keys=32, n_pairs=256), eval_batch_size=128, eval_batches=4),
+    },
+}
+
+
+def hardware() -> str:
+    """``"full"`` on a CUDA machine, ``"tiny"`` otherwise; ``PATH_BOOK_PRESET=tiny|full`` overrides
+    (the book-wide rule of :func:`path_lib.notebook.pick_preset`)."""
+    from .notebook import pick_preset
+    return pick_preset(tiny="tiny", full="full")
+
+
+def task_preset(task: str, which: Optional[str] = None) -> Preset:
+    """The preset for ``task`` (a key of :data:`PRESETS`): ``which`` = "tiny" / "full", or by hardware."""
+    if task not in PRESETS:
+        raise ValueError(f"task must be one of {tuple(PRESETS)}, got {task!r}")
+    which = hardware() if which is None else which
+    if which not in ("tiny", "full"):
+        raise ValueError(f"which must be 'tiny', 'full' or None, got {which!r}")
+    return dataclasses.replace(PRESETS[task][which])
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, torch (CPU and CUDA)."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning rate at ``step`` (0-based): linear warm-up over ``cfg.warmup`` steps, then cosine to
+    ``cfg.lr * cfg.min_lr_ratio`` at ``cfg.steps``."""
+    if cfg.warmup and step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    span = max(cfg.steps - cfg.warmup, 1)
+    progress = min(max(step - cfg.warmup, 0) / span, 1.0)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def masked_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over positions with ``targets != -100``. logits ``[B, T, V]``, targets ``[B, T]``."""
+    if logits.shape[:2] != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} disagree on [B, T]")
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=IGNORE_INDEX)
+
+
+def _autocast(device: torch.device, enabled: bool):
+    if enabled and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast(device.type, enabled=False)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tensor]], *,
+             device=None, autocast_bf16: bool = False, per_position: bool = False) -> Dict:
+    """Loss and accuracy on the scored positions of ``batches`` (a list of ``(inputs, targets)``).
+
+    Returns ``{"loss", "accuracy" (fraction of scored tokens right), "error" (1 - accuracy),
+    "sequence_accuracy" (all scored tokens of a sequence right), "n_tokens"}``; with
+    ``per_position=True`` also ``"accuracy_by_position"`` (a list over t, NaN where nothing is scored).
+    """
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    loss_sum, right, total, seq_right, seq_total = 0.0, 0, 0, 0, 0
+    pos_right = pos_total = None
+    for x, y in batches:
+        x, y = x.to(device), y.to(device)
+        with _autocast(device, autocast_bf16):
+            logits = model(x)
+        mask = y != IGNORE_INDEX
+        n = int(mask.sum())
+        if n:
+            loss_sum += float(masked_loss(logits, y)) * n
+        ok = (logits.argmax(-1) == y) & mask
+        right += int(ok.sum())
+        total += n
+        seq_right += int(((ok | ~mask).all(dim=1) & mask.any(dim=1)).sum())
+        seq_total += int(mask.any(dim=1).sum())
+        if per_position:
+            pr, pt = ok.sum(0).double().cpu(), mask.sum(0).double().cpu()
+            pos_right = pr if pos_right is None else pos_right + pr
+            pos_total = pt if pos_total is None else pos_total + pt
+    model.train(was_training)
+    acc = right / total if total else float("nan")
+    out = {"loss": loss_sum / total if total else float("nan"), "accuracy": acc, "error": 1 - acc,
+           "sequence_accuracy": seq_right / seq_total if seq_total else float("nan"), "n_tokens": total}
+    if per_position:
+        out["accuracy_by_position"] = (pos_right / pos_total).tolist()
+    return out
+
+
+def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch.Tensor, torch.Tensor]],
+          config: TrainConfig, *, eval_sets: Optional[Dict[str, List]] = None, device=None,
+          progress: bool = True, desc: str = "train", log_every: int = 10,
+          time_limit_s: Optional[float] = None, calibrate_steps: int = 20,
+          per_position: bool = False) -> Dict:
+    """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
+
+    Args:
+        model: an ``nn.Module``; moved to ``device``.
+        sample: ``sample(step, generator) -> (inputs, targets)``; the generator is seeded by ``config.seed``.
+        config: a :class:`TrainConfig`.
+        eval_sets: ``{name: [(inputs, targets), ...]}`` evaluated every ``config.eval_every`` steps
+            and at the end.
+        device: default: cuda if available, else cpu.
+        progress: show a tqdm bar.
+        log_every: record the training loss every this many steps.
+        time_limit_s: a wall-clock budget for training. After ``calibrate_steps`` steps the step time
+            is measured and ``config.steps`` is cut (recorded as ``"steps_planned"``) so that the
+            whole warm-up + cosine schedule fits; training also stops (``"stopped_early"``) if it
+            still runs over.
+        calibrate_steps: steps timed before fitting the schedule into ``time_limit_s``.
+        per_position: the final evaluation also reports accuracy by position.
+    Returns:
+        ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}],
+        "final": {name: metrics}, "steps_done", "train_seconds", "n_parameters", "stopped_early"}``.
+    """
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if not callable(sample):
+        raise TypeError(f"sample must be callable, got {type(sample).__name__}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    eval_sets = dict(eval_sets or {})
+    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    set_seed(config.seed)
+    gen = torch.Generator()
+    gen.manual_seed(config.seed)
+    model.to(device).train()
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=config.betas)
+    history, evals = [], []
+    bar = None
+    if progress:
+        from tqdm import tqdm        # plain text bar (no widget state)
+        bar = tqdm(total=config.steps, desc=desc, leave=False)
+    t0 = time.perf_counter()
+    stopped_early, step = False, 0
+    steps_planned = config.steps
+    t_cal = None
+
+    def run_evals(at_step, by_position=False):
+        rec = {"step": at_step}
+        for name, batches in eval_sets.items():
+            rec[name] = evaluate(model, batches, device=device, autocast_bf16=config.autocast_bf16,
+                                 per_position=by_position)
+        evals.append(rec)
+        return rec
+
+    step = -1
+    while step + 1 < steps_planned:
+        step += 1
+        if time_limit_s is not None:
+            if step == 2:
+                t_cal = time.perf_counter()
+            elif step == 2 + calibrate_steps and t_cal is not None:
+                per_step = (time.perf_counter() - t_cal) / calibrate_steps
+                fit = int((time_limit_s - (time.perf_counter() - t0)) / per_step) + step
+                if fit < steps_planned:
+                    steps_planned = max(fit, step + 1)
+                    config = dataclasses.replace(config, steps=steps_planned,
+                                                 warmup=min(config.warmup, steps_planned))
+                    if bar is not None:
+                        bar.total = steps_planned
+        lr = lr_at(step, config)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x, y = sample(step, gen)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with _autocast(device, config.autocast_bf16):
+            logits = model(x)
+        loss = masked_loss(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        opt.step()
+        if step % log_every == 0 or step == steps_planned - 1:
+            lv = float(loss.detach())
+            if not math.isfinite(lv):
+                raise FloatingPointError(f"training loss became {lv} at step {step}")
+            history.append({"step": step, "loss": lv, "lr": lr})
+            if bar is not None:
+                bar.set_postfix(loss=f"{lv:.4f}")
+        if bar is not None:
+            bar.update(1)
+        if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < steps_planned and eval_sets:
+            run_evals(step + 1)
+        if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
+            stopped_early = True
+            break
+    if bar is not None:
+        bar.close()
+    steps_done = step + 1
+    train_seconds = time.perf_counter() - t0
+    final = run_evals(steps_done, per_position) if eval_sets else {"step": steps_done}
+    if config.checkpoint:
+        Path(config.checkpoint).parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": steps_done,
+                    "config": dataclasses.asdict(config)}, config.checkpoint)
+    return {"config": dataclasses.asdict(config), "history": history, "evals": evals,
+            "final": {k: v for k, v in final.items() if k != "step"}, "steps_done": steps_done,
+            "train_seconds": train_seconds, "stopped_early": stopped_early, "steps_planned": steps_planned,
+            "n_parameters": sum(p.numel() for p in model.parameters())}
+
+
+def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
+    """Write a result dict as JSON with a provenance block (:func:`path_lib.provenance.write_result`)."""
+    return write_result(path, result, command=command)
+
+
+# ----------------------------------------------------------------------------------------------
+# one call per synthetic experiment (used by the chapter and experiments/run_synthetic.py)
+# ----------------------------------------------------------------------------------------------
+
+FLIP_FLOP_EVAL = {"id": 0.8, "ood_sparse": 0.98, "ood_dense": 0.1}
+
+
+def task_eval_sets(task: str, preset: Preset, *, seed: int = 12345, **task_overrides) -> Dict[str, List]:
+    """Fixed evaluation batches for ``task`` (seeded apart from training):
+
+    * flip_flop: ``id`` (the preset's p_ignore), ``ood_sparse`` (0.98), ``ood_dense`` (0.1), same length;
+    * a5, mqrar: ``id`` at the preset's task parameters (with ``task_overrides``, e.g. ``length``).
+    """
+    from .tasks import make_task
+
+    kw = dict(preset.task, **task_overrides)
+    out: Dict[str, List] = {}
+    if task == "flip_flop":
+        for i, (name, p) in enumerate(FLIP_FLOP_EVAL.items()):
+            kw_i = dict(kw, p_ignore=preset.task.get("p_ignore", 0.8) if name == "id" else p)
+            out[name] = [make_task(task, preset.eval_batch_size, seed=seed + 1000 * i + b, **kw_i)[:2]
+                         for b in range(preset.eval_batches)]
+    else:
+        out["id"] = [make_task(task, preset.eval_batch_size, seed=seed + b, **kw)[:2]
+                     for b in range(preset.eval_batches)]
+    return out
+
+
+def train_task(task: str, attention: str, preset: Preset, *, device=None, progress: bool = True,
+               eval_sets: Optional[Dict[str, List]] = None, time_limit_s: Optional[float] = None,
+               per_position: bool = False, return_model: bool = False, **attention_kwargs) -> Dict:
+    """Build a ``TinyLM(attention=...)`` with ``preset.model`` sizes, train it on ``task`` with the
+    preset, evaluate on :func:`task_eval_sets` (or ``eval_sets``). Returns :func:`train`'s dict plus
+    ``"task", "attention", "model" (the sizes), "task_kwargs"``, and with ``return_model=True`` the
+    trained ``TinyLM`` under ``"module"`` (not JSON: drop it before saving). For ``"path"``/``"path_fox"`` the backend
+    defaults to ``"auto"`` (Triton kernels on CUDA when importable, else the blockwise mirror)."""
+    from .layers import TinyLM
+    from .tasks import make_task
+
+    _, _, vocab = make_task(task, 1, seed=0, **preset.task)
+    set_seed(preset.config.seed)                      # the initialisation is seeded too
+    model = TinyLM(len(vocab), attention=attention, **preset.model, **attention_kwargs)
+    kw, bs = dict(preset.task), preset.batch_size
+
+    def sample(step, gen):
+        return make_task(task, bs, generator=gen, **kw)[:2]
+
+    if eval_sets is None:
+        eval_sets = task_eval_sets(task, preset)
+    result = train(model, sample, preset.config, eval_sets=eval_sets, device=device, progress=progress,
+                   desc=f"{task}/{attention}", time_limit_s=time_limit_s, per_position=per_position)
+    result.update({"task": task, "attention": attention, "model": dict(preset.model),
+                   "task_kwargs": kw, "batch_size": bs})
+    if return_model:
+        result["module"] = model
+    return result
