@@ -1,0 +1,212 @@
+"""Real-browser checks of the built book (_build/html), one test per page of the toc.
+
+Serves the site on 127.0.0.1 and drives Debian's Chromium through Playwright, with every request
+to any other host aborted and recorded: the site must work offline. Per page it checks that
+MathJax typeset all math without TeX errors, that no cell output shows an error, that the Colab
+link points at a notebook that exists in the repository, that static widgets respond to their
+sliders, and that no JavaScript error or failed local request happened.
+
+Without a build: skipped locally, failed when $CI is set (`make test` always builds first).
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+CHROMIUM = os.environ.get("PATH_BOOK_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LOCAL_HOSTS = {"127.0.0.1"}
+
+pytestmark = pytest.mark.browser
+
+
+def toc_pages() -> list[str]:
+    """Document names (no suffix) in _toc.yml order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                pages.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts") or []:
+        walk(part.get("chapters"))
+    return [re.sub(r"\.(ipynb|md)$", "", p) for p in pages]
+
+
+@pytest.fixture(scope="session")
+def site():
+    """Base URL of the built site served on 127.0.0.1 (a free port), for the whole session."""
+    if not (HTML / "index.html").exists():
+        msg = f"{HTML / 'index.html'} does not exist: run `make book` first"
+        if os.environ.get("CI"):
+            pytest.fail(msg + " (CI is set, so a missing build is a failure)")
+        pytest.skip(msg)
+
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output readable
+        pass
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        msg = f"{CHROMIUM} not found (apt-get install chromium; `make test` does it)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture()
+def page(browser):
+    """A fresh page whose non-local requests are aborted and recorded in page.problems."""
+    context = browser.new_context()
+    pg = context.new_page()
+    problems: list[str] = []
+
+    def route(r):
+        host = urlparse(r.request.url).hostname
+        if r.request.url.startswith(("data:", "blob:", "about:")) or host in LOCAL_HOSTS:
+            r.continue_()
+        else:
+            problems.append(f"non-local request: {r.request.url}")
+            r.abort()
+
+    context.route("**/*", route)
+    pg.on("pageerror", lambda exc: problems.append(f"JavaScript error: {exc}"))
+    pg.on("response", lambda resp: resp.status >= 400 and problems.append(
+        f"HTTP {resp.status}: {resp.url}"))
+    pg.on("requestfailed", lambda req: urlparse(req.url).hostname in LOCAL_HOSTS and problems.append(
+        f"failed request: {req.url} ({req.failure})"))
+    pg.problems = problems
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("docname", toc_pages())
+def test_page(site, page, docname):
+    url = f"{site}/{docname}.html"
+    resp = page.goto(url, wait_until="load")
+    assert resp is not None and resp.ok, f"{url}: HTTP {resp and resp.status}"
+    failures: list[str] = []
+
+    # --- math: every .math element typeset by MathJax, without TeX errors --------------------
+    n_math = page.locator(".math").count()
+    if n_math:
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                               timeout=30_000)
+        page.evaluate("() => MathJax.startup.promise")
+        if page.locator("mjx-container").count() == 0:
+            failures.append(f"{n_math} math elements but no mjx-container: MathJax did not typeset")
+        raw = page.locator(".math:not(:has(mjx-container))").count()
+        if raw:
+            failures.append(f"{raw} of {n_math} math elements were not typeset")
+        # TeX errors render as <merror>; undefined macros (noundefined) as red <mtext>.
+        bad_tex = page.evaluate("""() => Array.from(MathJax.startup.document.math)
+            .filter(m => { const mml = MathJax.startup.toMML(m.root);
+                           return mml.includes("<merror") || mml.includes('mathcolor="red"'); })
+            .map(m => m.math)""")
+        failures += [f"TeX error in: {tex!r}" for tex in bad_tex]
+
+    # --- cell outputs: no errors, no tracebacks ------------------------------------------------
+    n_tb = page.locator(".output.traceback").count()
+    if n_tb:
+        failures.append(f"{n_tb} cell output(s) show a traceback")
+    stderr = page.locator(".output.stderr")
+    for i in range(stderr.count()):
+        text = stderr.nth(i).inner_text()
+        if "Traceback" in text:
+            failures.append(f"stderr output shows a traceback: {text[:300]!r}")
+
+    # --- Colab launch links point at notebooks that exist in the repository --------------------
+    colab = [a for a in page.locator("a").evaluate_all("els => els.map(e => e.href)")
+             if "colab.research.google.com" in a]
+    is_notebook = (ROOT / f"{docname}.ipynb").exists()
+    if is_notebook and not colab:
+        failures.append("notebook page without a Colab launch link")
+    for href in colab:
+        m = re.search(r"/github/[^/]+/[^/]+/blob/[^/]+/(.+)$", href)
+        if not m:
+            failures.append(f"unexpected Colab link {href}")
+            continue
+        target = m.group(1)
+        if not (target.startswith("book/") and target.endswith(".ipynb") and (ROOT / target).is_file()):
+            failures.append(f"Colab link to {target}, which is not a notebook under book/ in the repository")
+
+    # --- static widgets: moving a slider swaps the image ---------------------------------------
+    widgets = page.locator(".path-widget")
+    for w in range(widgets.count()):
+        widget = widgets.nth(w)
+        sliders = widget.locator("input.path-widget-slider")
+        frames = int(widget.get_attribute("data-frames"))
+        sizes = [int(sliders.nth(i).get_attribute("max")) + 1 for i in range(sliders.count())]
+        if frames != _prod(sizes):
+            failures.append(f"widget {w}: data-frames={frames} but sliders span {sizes}")
+        img = widget.locator("img.path-widget-frame")
+        for i in range(sliders.count()):
+            slider = sliders.nth(i)
+            if int(slider.get_attribute("max")) == 0:
+                continue
+            before = img.get_attribute("src")
+            label_before = widget.locator(".path-widget-value").nth(i).inner_text()
+            at_max = slider.evaluate("el => el.value === el.max")
+            slider.focus()
+            page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+            after = img.get_attribute("src")
+            label_after = widget.locator(".path-widget-value").nth(i).inner_text()
+            if before == after:
+                failures.append(f"widget {w}: moving slider {slider.get_attribute('data-param')} "
+                                "did not change the image")
+            if label_before == label_after:
+                failures.append(f"widget {w}: slider {slider.get_attribute('data-param')} label did not change")
+
+    failures += page.problems
+    assert not failures, f"{docname}:\n  " + "\n  ".join(failures)
+
+
+def _prod(xs):
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def test_toc_pages_were_built(site):
+    missing = [d for d in toc_pages() if not (HTML / f"{d}.html").exists()]
+    assert not missing, f"pages in _toc.yml missing from the build (stale build?): {missing}"

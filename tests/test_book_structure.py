@@ -1,0 +1,107 @@
+"""Fast checks of the book's sources (no build needed): toc, notebooks, first cells, citations.
+
+These catch, in a second, what would otherwise surface as a broken page or a silently
+unbuilt chapter after a long build.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPO_URL = CONFIG["repository"]["url"]
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+            walk(e.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts") or []:
+        walk(part.get("chapters"))
+    return files
+
+
+def notebooks() -> list[Path]:
+    skip = {"_build", "_templates", ".ipynb_checkpoints"}
+    return sorted(p for p in BOOK.rglob("*.ipynb") if not skip & set(p.relative_to(BOOK).parts))
+
+
+def source(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+NOTEBOOKS = notebooks()
+NB_IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
+
+
+def test_toc_files_exist():
+    missing = [f for f in toc_files()
+               if not any((ROOT / f"{re.sub(r'[.](ipynb|md)$', '', f)}{ext}").exists() for ext in (".ipynb", ".md"))]
+    assert not missing, f"_toc.yml lists files that do not exist: {missing}"
+
+
+def test_every_notebook_is_in_the_toc():
+    listed = {re.sub(r"[.](ipynb|md)$", "", f) for f in toc_files()}
+    orphans = [n for n in NB_IDS if n.removesuffix(".ipynb") not in listed]
+    assert not orphans, f"notebooks not in _toc.yml (they would not be built): {orphans}"
+
+
+def test_repository_url_is_consistent():
+    from path_lib import notebook
+
+    assert notebook.REPOSITORY == REPO_URL
+    assert notebook.BRANCH == CONFIG["repository"]["branch"]
+    assert f"git+{REPO_URL}" in (BOOK / "_templates" / "first_cell.py").read_text()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_notebook_is_stored_clean(path):
+    nb = json.loads(path.read_text())
+    assert nb.get("metadata", {}).get("kernelspec", {}).get("name") == "python3", \
+        "kernelspec must be python3 (the build executes with it)"
+    dirty = [i for i, c in enumerate(nb["cells"])
+             if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not dirty, (f"cells {dirty} have stored outputs: commit notebooks without outputs "
+                       "(jupyter nbconvert --clear-output --inplace, or jupytext --to ipynb)")
+    widget_state = nb.get("metadata", {}).get("widgets")
+    assert not widget_state, "saved widget state would pull ipywidgets JS from a CDN: clear it"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_first_code_cell_installs_path_lib_on_colab(path):
+    nb = json.loads(path.read_text())
+    code = [source(c) for c in nb["cells"] if c["cell_type"] == "code"]
+    if not code:
+        pytest.skip("no code cells")
+    template = [ln.strip() for ln in (BOOK / "_templates" / "first_cell.py").read_text().splitlines()
+                if ln.strip() and not ln.lstrip().startswith("#")]
+    first = {ln.strip() for ln in code[0].splitlines()}
+    missing = [ln for ln in template if ln not in first]
+    assert not missing, ("the first code cell must be book/_templates/first_cell.py verbatim "
+                         f"(missing lines: {missing})")
+
+
+def test_cited_keys_exist():
+    keys = set(re.findall(r"^@\w+\{([^,]+),", (BOOK / "references.bib").read_text(), re.M))
+    used = {}
+    for path in NOTEBOOKS + sorted(BOOK.rglob("*.md")):
+        text = re.sub(r"``.*?``", "", path.read_text())  # examples in literal code spans
+        for group in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", text):
+            for key in group.split(","):
+                used.setdefault(key.strip(), str(path.relative_to(ROOT)))
+    unknown = {k: where for k, where in used.items() if k not in keys}
+    assert not unknown, f"citation keys not in book/references.bib: {unknown}"
