@@ -1,0 +1,109 @@
+"""Ahead-of-time compile of every Triton kernel for a GPU architecture, without a GPU.
+
+Uses triton's bundled ptxas/cuobjdump: reports per kernel the dynamic shared memory (compare with the
+device's opt-in limit: 232448 bytes on H100/H200, 166912 on A100, 101376 on sm86/89, 65536 on T4), the
+registers per thread and the stack frame (spills) from the cubin. Catches compile errors and shared
+memory overflows before any device time is spent.
+
+    PYTHONPATH=. python3 benchmarks/compile_check.py --arch 90 [--out benchmarks/results/compile_sm90.json]
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+import kernels._triton_kernels as K  # noqa: E402
+
+SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GRP="i32")
+
+
+def _signature(fn, ptr_types, constexprs):
+    sig = {}
+    for n in inspect.signature(fn.fn).parameters:
+        sig[n] = "constexpr" if n in constexprs else SCALARS.get(n, ptr_types.get(n, "*fp32"))
+    return sig
+
+
+def compile_one(fn, ptr_types, constexprs, arch, warps, stages):
+    src = ASTSource(fn, _signature(fn, ptr_types, constexprs), constexprs)
+    t0 = time.time()
+    ck = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
+    res = {}
+    cuobj = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if os.path.exists(cuobj):
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(ck.asm["cubin"])
+        out = subprocess.run([cuobj, "-res-usage", f.name], capture_output=True, text=True).stdout
+        os.unlink(f.name)
+        m = re.search(r"REG:(\d+) STACK:(\d+)", out)
+        if m:
+            res = dict(regs=int(m.group(1)), stack_bytes=int(m.group(2)))
+    return dict(compile_s=round(time.time() - t0, 1), shared_bytes=ck.metadata.shared, **res)
+
+
+def configs(arch, dtype, D, BT=None):
+    """The configuration kernels/_path.py picks on a device of this architecture (big shared memory;
+    ``BT`` overrides the block length, e.g. 32 / 16 for a T4's 64 KB)."""
+    half = dtype != "fp32"
+    BT = BT or (64 if half else 32)
+    warps = 4 if (D <= 64 or arch < 80) else 8
+    aux = 8 if (D >= 64 and arch >= 80) else warps
+    stages = 2 if (half and arch >= 90) else 1
+    CDT = {"bf16": tl.bfloat16, "fp16": tl.float16, "fp32": tl.float32}[dtype]
+    TDT = tl.float16 if half else tl.float32
+    prec = "tf32" if half else ("tf32x3" if arch >= 80 else "ieee")
+    p32 = "tf32x3" if arch >= 80 else "ieee"
+    qt = "*" + dtype
+    ce = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, TDT=TDT, PREC=prec)
+    return BT, [
+        (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt), ce, warps, stages),
+        (K._bwd_inter_q_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
+        (K._bwd_inter_kv_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
+        (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt), ce, aux, 1),
+        (K._prep_kernel, dict(K=qt, KA=qt), dict(HK=2, D=D, BT=BT, TDT=TDT, PREC=p32), aux, 1),
+        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(HQ=4, HK=2, D=D, BT=BT, PREC=p32), aux, 1),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", type=int, default=90)
+    ap.add_argument("--dtypes", default="bf16,fp32")
+    ap.add_argument("--Ds", default="32,64,128")
+    ap.add_argument("--bt", type=int, default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = []
+    for dtype in args.dtypes.split(","):
+        for D in [int(x) for x in args.Ds.split(",")]:
+            BT, jobs = configs(args.arch, dtype, D, args.bt)
+            for fn, ptrs, ce, warps, stages in jobs:
+                try:
+                    r = compile_one(fn, ptrs, ce, args.arch, warps, stages)
+                except Exception as e:
+                    r = dict(error=f"{type(e).__name__}: {str(e)[:300]}")
+                row = dict(arch=args.arch, dtype=dtype, D=D, BT=BT, kernel=fn.fn.__name__, num_warps=warps,
+                           num_stages=stages, **r)
+                rows.append(row)
+                print(row, flush=True)
+    if args.out:
+        from path_lib.provenance import write_result
+        write_result(args.out, dict(note="AOT compile with triton's bundled ptxas; no GPU involved",
+                                    rows=rows), command="PYTHONPATH=. python3 " + " ".join(sys.argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""GPU correctness sweep of the Triton PaTH kernels against float64 references.
+
+Every coverage point: dtypes fp32 / fp16 / bf16, head dims 32 / 64 / 128, ragged T, grouped-query
+heads, cu_seqlens, gate on/off, several segments (forced small segments too), beta spread over [0, 2]
+with values near 2 (1.99) and exact 0 / 1 / 2, and the long shape B=4, T=16384, H=24, D=64 (forward;
+checked on 64-query slices of every batch element at the first and last head against a float64
+sequential sweep, which exercises the int64 offsets).
+
+Reference: ``path_lib.attention.path_attention(..., impl="parallel")`` in float64 on the GPU, fed the
+same (dtype-rounded) inputs. Error: ||out - ref|| / ||ref|| per tensor. Fresh random inputs every run;
+the caching allocator is poisoned with NaN before each kernel call so unwritten outputs show up.
+
+    PYTHONPATH=. python3 benchmarks/correctness_sweep.py [--out benchmarks/results/correctness_sweep.json]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import kernels  # noqa: E402
+from path_lib.attention import path_attention as ref_attention  # noqa: E402
+from path_lib.provenance import write_result  # noqa: E402
+
+TOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 2e-2}
+NAMES = ["o", "dq", "dk", "dv", "dw", "dbeta", "dg"]
+
+
+def poison(nbytes=1 << 30):
+    x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").fill_(float("nan"))
+    del x
+
+
+def make_inputs(B, T, Hq, Hk, D, dtype, gate, gen, beta_mode="spread"):
+    dev = "cuda"
+    q = torch.randn(B, T, Hq, D, generator=gen, device=dev).to(dtype)
+    k = torch.randn(B, T, Hk, D, generator=gen, device=dev).to(dtype)
+    v = torch.randn(B, T, Hk, D, generator=gen, device=dev).to(dtype)
+    w = F.normalize(torch.randn(B, T, Hk, D, generator=gen, device=dev), dim=-1)
+    u = torch.rand(B, T, Hk, generator=gen, device=dev)
+    if beta_mode == "spread":
+        beta = 2 * u
+        beta.view(-1)[::7] = 1.99
+    else:
+        choices = torch.tensor([0.0, 1.0, 2.0, 1.99, 1.999, 0.5], device=dev)
+        beta = choices[torch.randint(0, 6, u.shape, generator=gen, device=dev)]
+    g = F.logsigmoid(torch.randn(B, T, Hq, generator=gen, device=dev) + 3.0) if gate else None
+    return q, k, v, w, beta, g
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    if not torch.isfinite(a).all():
+        return float("nan")
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
+
+
+def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=None, beta_mode="spread"):
+    q, k, v, w, beta, g = make_inputs(B, T, Hq, Hk, D, dtype, gate, gen, beta_mode)
+    cu = None
+    if lens is not None:
+        cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device="cuda")
+    ins = [x.requires_grad_() if x is not None else None for x in (q, k, v, w, beta, g)]
+    used = [x for x in ins if x is not None]
+    poison()
+    t0 = time.time()
+    o = kernels.path_attention(*ins, cu_seqlens=cu, seg_blocks=seg_blocks)
+    do = torch.randn(o.shape, generator=gen, device="cuda").to(dtype)
+    poison()
+    grads = torch.autograd.grad(o, used, do)
+    torch.cuda.synchronize()
+    t_kernel = time.time() - t0
+    ins64 = [x.detach().double().requires_grad_() if x is not None else None for x in ins]
+    used64 = [x for x in ins64 if x is not None]
+    if cu is None:
+        o64 = ref_attention(*ins64, impl="parallel")
+    else:
+        b = cu.tolist()
+        o64 = torch.cat([ref_attention(*[x[:, s:e] if x is not None else None for x in ins64], impl="parallel")
+                         for s, e in zip(b[:-1], b[1:])], dim=1)
+    g64 = torch.autograd.grad(o64, used64, do.double())
+    errs = {"o": rel(o, o64)}
+    for n, a, r in zip(NAMES[1:], grads, g64):
+        errs[n] = rel(a, r)
+    tol = TOL[dtype]
+    ok = all(math.isfinite(e) and e <= tol for e in errs.values())
+    return dict(name=name, B=B, T=T, Hq=Hq, Hk=Hk, D=D, dtype=str(dtype).replace("torch.", ""), gate=gate,
+                cu_seqlens=lens, seg_blocks=seg_blocks, beta_mode=beta_mode, tol=tol, errors=errs, ok=ok,
+                kernel_s=round(t_kernel, 3))
+
+
+def long_forward(gen, B=4, T=16384, H=24, D=64, dtype=torch.bfloat16, nq=64):
+    """Forward at the long shape; rows [T - nq, T) and [T/2 - nq, T/2) of every batch element at heads
+    0 and H-1, against a float64 right-to-left sweep over all keys."""
+    q, k, v, w, beta, g = make_inputs(B, T, H, H, D, dtype, True, gen)
+    poison(4 << 30)
+    t0 = time.time()
+    o = kernels.path_attention(q, k, v, w, beta, g)
+    torch.cuda.synchronize()
+    t_kernel = time.time() - t0
+    scale = D ** -0.5
+    heads = [0, H - 1]
+    errs = {}
+    G = torch.cumsum(g.double(), dim=1)
+    for start in (T - nq, T // 2 - nq):
+        pos = torch.arange(start, start + nq, device="cuda")
+        # state U[b, h, r] = q_{pos_r} transported down to the current key
+        U = q[:, pos][:, :, heads].double().permute(0, 2, 1, 3).clone()  # [B, 2, nq, D]
+        end = start + nq
+        logits = torch.full((B, len(heads), nq, end), float("-inf"), dtype=torch.float64, device="cuda")
+        kk = k[:, :end][:, :, heads].double().permute(0, 2, 1, 3)  # [B, 2, end, D]
+        ww = w[:, :end][:, :, heads].double().permute(0, 2, 1, 3)
+        bb = beta[:, :end][:, :, heads].double().permute(0, 2, 1)
+        for t in range(end - 1, -1, -1):
+            active = (pos >= t)[None, None, :, None]
+            logits[:, :, :, t] = torch.where(active[..., 0], (U * kk[:, :, t, None, :]).sum(-1) * scale,
+                                             logits[:, :, :, t])
+            proj = (U * ww[:, :, t, None, :]).sum(-1, keepdim=True)
+            U = torch.where(active, U - bb[:, :, t, None, None] * proj * ww[:, :, t, None, :], U)
+        Gq = G[:, pos][:, :, heads].permute(0, 2, 1)  # [B, 2, nq]
+        Gk = G[:, :end][:, :, heads].permute(0, 2, 1)
+        logits = logits + Gq[..., None] - Gk[..., None, :]
+        p = torch.softmax(logits, dim=-1)
+        vv = v[:, :end][:, :, heads].double().permute(0, 2, 1, 3)
+        ref = p @ vv  # [B, 2, nq, D]
+        got = o[:, pos][:, :, heads].permute(0, 2, 1, 3)
+        errs[f"rows_{start}"] = rel(got, ref)
+    errs["all_finite"] = bool(torch.isfinite(o).all())
+    ok = errs["all_finite"] and all(e <= TOL[dtype] for kk_, e in errs.items() if kk_.startswith("rows"))
+    return dict(name="long_T_forward", B=B, T=T, Hq=H, Hk=H, D=D, dtype=str(dtype).replace("torch.", ""),
+                gate=True, tol=TOL[dtype], errors=errs, ok=ok, kernel_s=round(t_kernel, 3))
+
+
+def keys_to_end_case(gen, T=700, H=2, D=64, lens=(300, 1, 399)):
+    """kernels.transform_keys_to_end against a float64 token-by-token sweep, with cu_seqlens."""
+    _, k, _, w, beta, _ = make_inputs(1, T, H, H, D, torch.float32, False, gen)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    out = kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu)
+    kd, wd, bd = k.double(), w.double(), beta.double()
+    ref = torch.empty_like(kd)
+    b = cu.tolist()
+    for s0, s1 in zip(b[:-1], b[1:]):
+        acc = kd[:, s0:s1].clone()
+        # move every key of the sequence to its end: apply H_t to the keys before t, t = s0+1 .. s1-1
+        for t in range(1, s1 - s0):
+            x = acc[:, :t]
+            wt, bt = wd[:, s0 + t], bd[:, s0 + t]
+            acc[:, :t] = x - bt[:, None, :, None] * (x * wt[:, None]).sum(-1, keepdim=True) * wt[:, None]
+        ref[:, s0:s1] = acc
+    e = rel(out, ref)
+    return dict(name="transform_keys_to_end", T=T, D=D, cu_seqlens=list(lens), dtype="float32",
+                tol=TOL[torch.float32], errors={"keys": e}, ok=e <= TOL[torch.float32])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results/correctness_sweep.json")
+    ap.add_argument("--skip-long", action="store_true")
+    args = ap.parse_args()
+    seed = int.from_bytes(os.urandom(4), "little")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16):
+        for D in (32, 64, 128):
+            cases.append((f"grid_{str(dtype)[6:]}_D{D}", dict(B=2, T=333, Hq=4, Hk=2, D=D, dtype=dtype, gate=True)))
+    cases.append(("LONG", None))
+    cases += [
+        ("no_gate_bf16", dict(B=2, T=333, Hq=2, Hk=2, D=64, dtype=torch.bfloat16, gate=False)),
+        ("no_gate_fp32", dict(B=1, T=200, Hq=2, Hk=1, D=64, dtype=torch.float32, gate=False)),
+        ("beta_exact_0_1_2_fp32", dict(B=1, T=300, Hq=2, Hk=2, D=64, dtype=torch.float32, gate=True,
+                                       beta_mode="mixed")),
+        ("segments_fp32_T1500", dict(B=1, T=1500, Hq=2, Hk=1, D=64, dtype=torch.float32, gate=True)),
+        ("segments_bf16_T1500", dict(B=1, T=1500, Hq=2, Hk=1, D=64, dtype=torch.bfloat16, gate=True)),
+        ("small_segments_fp32", dict(B=1, T=1000, Hq=2, Hk=2, D=64, dtype=torch.float32, gate=True, seg_blocks=2)),
+        ("D128_fp32_T1100", dict(B=1, T=1100, Hq=2, Hk=2, D=128, dtype=torch.float32, gate=True)),
+        ("D128_bf16_T1100", dict(B=1, T=1100, Hq=2, Hk=2, D=128, dtype=torch.bfloat16, gate=False)),
+        ("varlen_fp32", dict(B=1, T=1144, Hq=4, Hk=2, D=64, dtype=torch.float32, gate=True,
+                             lens=[300, 1, 650, 64, 129])),
+        ("varlen_bf16", dict(B=1, T=1144, Hq=4, Hk=2, D=64, dtype=torch.bfloat16, gate=True,
+                             lens=[300, 1, 650, 64, 129])),
+    ]
+    for D in (32, 64, 128):
+        cases.append((f"grid_float32_D{D}", dict(B=2, T=333, Hq=4, Hk=2, D=D, dtype=torch.float32, gate=True)))
+    results = []
+    cmd = "PYTHONPATH=. python3 " + " ".join(sys.argv)
+
+    def save():
+        n_ok = sum(r["ok"] for r in results)
+        write_result(args.out, dict(seed=seed, tolerances={str(k)[6:]: v for k, v in TOL.items()},
+                                    cases=results, passed=n_ok, total=len(results)), command=cmd)
+        return n_ok
+    for name, kw in cases:
+        if name == "LONG":
+            if not args.skip_long:
+                try:
+                    r = long_forward(gen)
+                except Exception as e:
+                    r = dict(name="long_T_forward", ok=False, error=repr(e)[:500])
+                results.append(r)
+                print(f"{'OK  ' if r['ok'] else 'FAIL'} long_T_forward", r.get("errors", r.get("error")), flush=True)
+                save()
+            continue
+        try:
+            r = check_case(name, gen=gen, **kw)
+        except Exception as e:  # record and go on
+            r = dict(name=name, ok=False, error=repr(e)[:500])
+        results.append(r)
+        print(f"{'OK  ' if r['ok'] else 'FAIL'} {name:28s}", {k: (f'{v:.2e}' if isinstance(v, float) else v)
+                                                         for k, v in r.get('errors', {}).items()},
+              r.get("error", ""), flush=True)
+        save()
+    try:
+        r = keys_to_end_case(gen)
+    except Exception as e:
+        r = dict(name="transform_keys_to_end", ok=False, error=repr(e)[:500])
+    results.append(r)
+    print(f"{'OK  ' if r['ok'] else 'FAIL'} transform_keys_to_end", r.get("errors", r.get("error")), flush=True)
+    n_ok = save()
+    print(f"{n_ok}/{len(results)} cases within tolerance", flush=True)
+    return 0 if n_ok == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,565 @@
+"""PaTH attention with Triton kernels: validation, padding, the autograd Function and the float32
+block-level pre/post-processing (UT transforms, block and segment products, and their chain rule).
+
+Memory beyond inputs/outputs: O(T D) per head (per-block factors ``T``, ``T W``, ``K->``, ``Kseg``,
+``Q0``, per-block ``D x D`` products during pre/post-processing, per-head float32 gradient buffers)
+plus the segment-pair products ``Om`` (``NS (NS - 1) / 2`` matrices of ``D x D``; ``NS`` is chosen so
+that this stays below ``T D``).
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Optional
+
+import torch
+
+from path_lib._checks import check_path_params, check_qkv, check_scale, check_tensor
+
+HEAD_DIMS = (32, 64, 128)
+_QDTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _triton():
+    import triton  # noqa: F401
+    from . import _triton_kernels
+    return _triton_kernels
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration
+# ----------------------------------------------------------------------------------------------
+
+# Shared memory (bytes) the largest of the six kernels needs, read off AOT compiles for sm_90
+# (``benchmarks/results/compile_sm90.json``): half-precision inputs at BT = 64, float32 inputs (tf32x3)
+# at BT = 32. Other architectures may need a little more or less: the runtime fallback covers that.
+_SMEM_HALF_BT64 = {32: 81920, 64: 98304, 128: 172032}
+_SMEM_FP32_BT32 = {32: 40960, 64: 81920, 128: 229376}
+_MAX_BT = {}  # (device, dtype, D) -> largest block length known to fit (after an out-of-resources retry)
+_ONE_SEGMENT = set()  # (device, dtype, D) that need the single-segment mode
+
+
+def _smem(device) -> int:
+    props = torch.cuda.get_device_properties(device)
+    return getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
+
+
+def _segments(n: int, BT: int, D: int) -> int:
+    """Blocks per segment: about sqrt(2 T / D) segments, so the ``D x D`` pair products cost <~ T D."""
+    ns_max = max(1, int(math.sqrt(2.0 * n * BT / D)))
+    return max(2, -(-n // ns_max))
+
+
+def _config(D: int, T: int, dtype: torch.dtype, device: torch.device, block_size: Optional[int],
+            seg_blocks: Optional[int]):
+    """Block length BT, blocks per segment SB and num_warps, from the device's shared memory."""
+    warps = 4 if D <= 64 else 8
+    if block_size is not None:
+        BT = block_size
+    elif device.type != "cuda":
+        BT = 64 if dtype != torch.float32 else 32
+    else:
+        smem = _smem(device)
+        if dtype == torch.float32:
+            BT = 32 if smem >= _SMEM_FP32_BT32[D] else 16
+        else:
+            BT = 64 if smem >= _SMEM_HALF_BT64[D] else (32 if smem >= _SMEM_HALF_BT64[D] // 2 else 16)
+        BT = min(BT, _MAX_BT.get((str(device), dtype, D), BT))
+        if torch.cuda.get_device_capability(device)[0] < 8:
+            warps = 4
+    n = max(1, -(-T // BT))
+    SB = seg_blocks if seg_blocks is not None else _segments(n, BT, D)
+    if seg_blocks is None and (str(device), dtype, D) in _ONE_SEGMENT:
+        SB = n
+    return BT, SB, warps
+
+
+# ----------------------------------------------------------------------------------------------
+# float32 block-level precomputation (torch)
+# ----------------------------------------------------------------------------------------------
+
+def _blocks(x: torch.Tensor, BT: int) -> torch.Tensor:
+    """``[B, T, H, D]`` -> ``[B, H, NB, BT, D]`` (float32)."""
+    B, T, H, D = x.shape
+    return x.float().view(B, T // BT, BT, H, D).permute(0, 3, 1, 2, 4)
+
+
+def _unblocks(x: torch.Tensor) -> torch.Tensor:
+    """``[B, H, NB, BT, D]`` -> ``[B, NB*BT, H, D]``."""
+    B, H, NB, BT, D = x.shape
+    return x.permute(0, 2, 3, 1, 4).reshape(B, NB * BT, H, D)
+
+
+def _ut(Wb, bb):
+    """UT transform per block: returns N = (I + A)^-1, T = N diag(beta), and W W^T."""
+    BT = Wb.shape[-2]
+    eye = torch.eye(BT, dtype=Wb.dtype, device=Wb.device)
+    WWt = Wb @ Wb.transpose(-1, -2)
+    A = torch.tril(bb[..., :, None] * WWt, diagonal=-1)
+    N = torch.linalg.solve_triangular(eye + A, eye.expand_as(A), upper=False, unitriangular=True)
+    return N, N * bb[..., None, :], WWt
+
+
+def _seg_view(x, BT, SB):
+    """``[B, T, H, D]`` (T = NB * BT) -> ``[B, H, NS, SB, BT, D]`` float32, zero-padded to NS * SB blocks."""
+    B, T, H, D = x.shape
+    NB = T // BT
+    NS = -(-NB // SB)
+    xb = x.float().view(B, NB, BT, H, D).permute(0, 3, 1, 2, 4)
+    if NS * SB > NB:
+        xb = torch.cat([xb, xb.new_zeros(B, H, NS * SB - NB, BT, D)], dim=2)
+    return xb.reshape(B, H, NS, SB, BT, D)
+
+
+def _seg_unview(x, NB):
+    """``[B, H, NS, SB, BT, D]`` -> ``[B, NB * BT, H, D]``."""
+    B, H, NS, SB, BT, D = x.shape
+    return x.reshape(B, H, NS * SB, BT, D)[:, :, :NB].permute(0, 2, 3, 1, 4).reshape(B, NB * BT, H, D)
+
+
+def _suffix_products(Ws, TWs):
+    """R_j = P_e ... P_{j+1} inside each segment (R_e = I), by thin updates R <- R - (R W^T)(T W).
+    Ws, TWs: ``[B, H, NS, SB, BT, D]``. Returns the list R (``[B, H, NS, D, D]`` each) and Seg = R_0 P_0."""
+    B, H, NS, SB, BT, D = Ws.shape
+    eye = torch.eye(D, dtype=Ws.dtype, device=Ws.device)
+    R = [None] * SB
+    R[SB - 1] = eye.expand(B, H, NS, D, D).contiguous()
+    for j in range(SB - 2, -1, -1):
+        Rn = R[j + 1]
+        R[j] = Rn - (Rn @ Ws[:, :, :, j + 1].transpose(-1, -2)) @ TWs[:, :, :, j + 1]
+    Seg = R[0] - (R[0] @ Ws[:, :, :, 0].transpose(-1, -2)) @ TWs[:, :, :, 0]
+    return R, Seg
+
+
+def _pair_products(Seg):
+    """Om(kc, k) = Seg_{kc-1} ... Seg_{k+1} for 0 <= k < kc < NS, stacked triangularly
+    (index kc (kc - 1) / 2 + k): ``[B, H, max(1, NS (NS-1)/2), D, D]``."""
+    B, H, NS, D, _ = Seg.shape
+    eye = torch.eye(D, dtype=Seg.dtype, device=Seg.device)
+    if NS <= 1:
+        return eye.expand(B, H, 1, D, D).contiguous()
+    full = [[None] * NS for _ in range(NS)]
+    for kc in range(1, NS):
+        full[kc][kc - 1] = eye.expand(B, H, D, D)
+    for dist in range(1, NS - 1):  # Om(kc, kc-1-dist) = Om(kc, kc-dist) Seg_{kc-dist}
+        kcs = list(range(dist + 1, NS))
+        prev = torch.stack([full[kc][kc - dist] for kc in kcs], dim=2)
+        new = prev @ Seg[:, :, [kc - dist for kc in kcs]]
+        for i, kc in enumerate(kcs):
+            full[kc][kc - 1 - dist] = new[:, :, i]
+    out = [full[kc][k] for kc in range(1, NS) for k in range(kc)]
+    return torch.stack(out, dim=2).contiguous()
+
+
+def _precompute(k, w, beta, BT, SB, cdt, TDT, PREC, warps):
+    """Per-block factors (Triton) and per-segment products (torch, thin updates). Inputs padded
+    ``[B, T, Hk, D]``; w, beta float32 contiguous."""
+    kern = _triton()
+    B, T, HK, D = k.shape
+    NB = T // BT
+    dev = k.device
+    f32 = dict(dtype=torch.float32, device=dev)
+    TW = torch.empty(B, T, HK, D, **f32)
+    KA = torch.empty(B, T, HK, D, dtype=cdt, device=dev)
+    TM = torch.empty(B, HK, NB, BT, BT, **f32)
+    MM = torch.empty(B, HK, NB, BT, BT, **f32)
+    NM = torch.empty(B, HK, NB, BT, BT, **f32)
+    kern._prep_kernel[(NB, B * HK)](k, w, beta, TW, KA, TM, MM, NM, T, NB, HK=HK, D=D, BT=BT, TDT=TDT,
+                                    PREC=PREC, num_warps=warps, num_stages=1)
+    Ws, TWs, KAs = _seg_view(w, BT, SB), _seg_view(TW, BT, SB), _seg_view(KA, BT, SB)
+    R, Seg = _suffix_products(Ws, TWs)
+    KS = torch.stack([KAs[:, :, :, j] @ R[j].transpose(-1, -2) for j in range(SB)], dim=3)
+    KS = _seg_unview(KS, NB).to(cdt).contiguous()
+    return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, SEG=Seg.contiguous(), OM=_pair_products(Seg))
+
+
+# ----------------------------------------------------------------------------------------------
+# the autograd Function (padded inputs)
+# ----------------------------------------------------------------------------------------------
+
+_STAGES = {}
+
+
+def _launch(kernel, grid, args, meta, stages):
+    """Launch with ``num_stages=stages``; on an out-of-resources error (less shared memory, e.g. a T4)
+    retry with fewer stages and remember the choice for this kernel."""
+    import triton
+    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel), tuple(sorted(
+        (k, str(v)) for k, v in meta.items())))
+    stages = _STAGES.get(key, stages)
+    while True:
+        try:
+            kernel[grid](*args, **meta, num_stages=stages)
+            _STAGES[key] = stages
+            return
+        except triton.runtime.errors.OutOfResources:
+            if stages <= 1:
+                raise
+            stages -= 1
+
+
+def _dtypes(q):
+    """(compute dtype for logits/PV, dtype for the transport matmuls, fp32 dot precision, torch dtype)."""
+    import triton.language as tl
+    if q.dtype == torch.float32:
+        # tf32x3 (three tf32 products) keeps float32 accuracy on tensor cores; "ieee" on the CPU
+        # interpreter and before Ampere (no tf32 there)
+        prec = "tf32x3" if q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8 else "ieee"
+        return tl.float32, tl.float32, prec, torch.float32
+    cdt = tl.float16 if q.dtype == torch.float16 else tl.bfloat16
+    return cdt, tl.float16, "tf32", q.dtype
+
+
+def _stages(q):
+    """Software-pipelining depth of the attention loops: 2 where shared memory is plentiful."""
+    if q.device.type != "cuda":
+        return 1
+    props = torch.cuda.get_device_properties(q.device)
+    smem = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
+    return 2 if smem >= 160 * 1024 and q.dtype != torch.float32 else 1
+
+
+def _aux_warps(q, warps):
+    """Warps for the register-heavy per-block / per-segment kernels (prep, intra, block chain rule):
+    8 on sm80+ for D >= 64 (AOT for sm_90, bf16, D = 64: stack 3272 -> 2048 bytes in the intra kernel,
+    2840 -> 2240 in the block kernel, 584 -> 272 in the prep kernel)."""
+    if q.device.type == "cuda" and q.shape[-1] >= 64 and torch.cuda.get_device_capability(q.device)[0] >= 8:
+        return 8
+    return warps
+
+
+def _fp32_prec(q):
+    return "tf32x3" if q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8 else "ieee"
+
+
+def _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps):
+    """Forward kernels; returns o and the tensors the backward needs."""
+    kern = _triton()
+    B, T, HQ, D = q.shape
+    HK = k.shape[2]
+    NB = T // BT
+    NS = -(-NB // SB)
+    CDT, TDT, PREC, cdt = _dtypes(q)
+    wf, bf = w.float().contiguous(), beta.float().contiguous()
+    pre = _precompute(k, wf, bf, BT, SB, cdt, TDT, _fp32_prec(q), _aux_warps(q, warps))
+    o = torch.empty_like(q)
+    lse = torch.empty(B, HQ, T, dtype=torch.float32, device=q.device)
+    q0 = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device)
+    Gh = G.transpose(1, 2).contiguous() if G is not None else lse
+    _launch(kern._fwd_kernel, (NB, B * HQ),
+            (q, k, v, wf, pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["SEG"], pre["OM"],
+             Gh, o, lse, q0, scale, T, NB, NS, SB),
+            dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=CDT, TDT=TDT, PREC=PREC,
+                 SEGS=NS > 1, num_warps=warps), _stages(q))
+    saved = (q, k, v, wf, bf, Gh if G is not None else None, o, lse, q0,
+             pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["NM"], pre["SEG"], pre["OM"])
+    return o, saved
+
+
+def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
+    """Backward kernels and the float32 segment chain; returns (dq, dk, dv, dw, dbeta, dG)."""
+    kern = _triton()
+    (q, k, v, wf, bf, Gh, o, lse, q0, TW, KA, KS, TM, MM, NM, SEG, OM) = saved
+    B, T, HQ, D = q.shape
+    HK = k.shape[2]
+    grp = HQ // HK
+    NB = T // BT
+    NS = -(-NB // SB)
+    CDT, TDT, PREC, cdt = _dtypes(q)
+    dev = q.device
+    do = do.contiguous()
+    f32 = dict(dtype=torch.float32, device=dev)
+    delta = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()  # [B, HQ, T]
+    dq0 = torch.empty(B, T, HQ, D, **f32)
+    dseg = torch.zeros(B, HQ, NS, D, D, **f32)
+    dg = torch.zeros(B, HQ, T, **f32)
+    dks = torch.empty(B, T, HQ, D, **f32)
+    dv = torch.empty(B, T, HQ, D, **f32)
+    dq = torch.empty(B, T, HQ, D, **f32)
+    dk = torch.empty(B, T, HQ, D, **f32)
+    dka = torch.zeros(B, T, HQ, D, **f32)
+    dw = torch.zeros(B, T, HQ, D, **f32)
+    dt = torch.zeros(B, HQ, NB, BT, BT, **f32)
+    scr = torch.empty(B, HQ, NS, SB * BT, D, **f32)
+    Garg = Gh if has_g else lse
+    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC, num_warps=warps)
+    if NS > 1:
+        _launch(kern._bwd_inter_q_kernel, (NB, B * HQ),
+                (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB), meta, _stages(q))
+        _launch(kern._bwd_inter_kv_kernel, (NB, B * HQ),
+                (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB), meta, _stages(q))
+    else:  # single segment: every pair is inside the segment (intra kernel)
+        dq0.zero_()
+        dks.zero_()
+        dv.zero_()
+    meta.update(num_stages=1, num_warps=_aux_warps(q, warps))
+    kern._bwd_intra_kernel[(NS, B * HQ)](
+        q, k, v, wf, TW, KA, TM, MM, Garg, do, lse, delta, dq0, scr,
+        dq, dk, dka, dv, dw, dt, dg, scale, T, NB, NS, SB, **meta)
+    del scr, dq0
+    if grp > 1:
+        dks = dks.view(B, T, HK, grp, D).sum(3)
+        dv = dv.view(B, T, HK, grp, D).sum(3)
+        dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
+    # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products), float32 torch
+    Ws, TWs, KAs, dKSs = _seg_view(wf, BT, SB), _seg_view(TW, BT, SB), _seg_view(KA, BT, SB), _seg_view(dks, BT, SB)
+    R, _ = _suffix_products(Ws, TWs)
+    dka_c, dtw_c, dw_c = [], [], []
+    carry = dseg  # gradient w.r.t. R_{j-1} (R_{-1} = Seg)
+    for j in range(SB):
+        Wj, TWj = Ws[:, :, :, j], TWs[:, :, :, j]
+        dka_c.append(dKSs[:, :, :, j] @ R[j])
+        dP = R[j].transpose(-1, -2) @ carry          # [.., D, D]
+        dtw_c.append(-(Wj @ dP))
+        dw_c.append(-(TWj @ dP.transpose(-1, -2)))
+        carry = dKSs[:, :, :, j].transpose(-1, -2) @ KAs[:, :, :, j] + carry \
+            - (carry @ TWj.transpose(-1, -2)) @ Wj
+    stack = lambda xs: _seg_unview(torch.stack(xs, dim=3), NB).contiguous()  # noqa: E731
+    dka_c, dtw_c, dw_c = stack(dka_c), stack(dtw_c), stack(dw_c)
+    dk_out = torch.empty_like(k)
+    dw_out = torch.empty(B, T, HK, D, **f32)
+    db_out = torch.empty(B, T, HK, **f32)
+    kern._bwd_block_kernel[(NB, B * HK)](
+        k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dk_out, dw_out, db_out,
+        T, NB, grp, HQ=HQ, HK=HK, D=D, BT=BT, PREC=_fp32_prec(q), num_warps=_aux_warps(q, warps), num_stages=1)
+    dG = dg.transpose(1, 2) if has_g else None
+    return dq.to(q.dtype), dk_out, dv.to(v.dtype), dw_out, db_out, dG
+
+
+def _is_oor(e: Exception) -> bool:
+    import triton
+    return isinstance(e, triton.runtime.errors.OutOfResources)
+
+
+def _next_config(q, BT, SB):
+    """After an out-of-resources error at (BT, SB): half the block length down to 16, then a single
+    segment (no ``D x D`` segment products in the kernels: less shared memory, less parallelism).
+    Remembered per device/dtype/D. Returns None when nothing smaller is left."""
+    T, D = q.shape[1], q.shape[-1]
+    key = (str(q.device), q.dtype, D)
+    if BT > 16:
+        _MAX_BT[key] = BT // 2
+        return BT // 2, _segments(T // (BT // 2), BT // 2, D)
+    if -(-(T // BT) // SB) > 1:
+        _ONE_SEGMENT.add(key)
+        return BT, max(1, T // BT)
+    return None
+
+
+def _no_fit(q, e):
+    D = q.shape[-1]
+    dt = str(q.dtype).replace("torch.", "")
+    return RuntimeError(f"PaTH kernels: head dim {D} in {dt} does not fit this GPU's shared memory even with "
+                        f"16-token blocks and one segment ({e}); use float16 or a smaller head dim here")
+
+
+class _PathAttnFn(torch.autograd.Function):
+    """Autograd wrapper over padded inputs (T a multiple of BT). If a kernel does not fit the device's
+    shared memory (an ``OutOfResources`` at launch, before any work), the block length is halved and the
+    pass redone (the backward then recomputes the forward factors at the smaller block length)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, w, beta, G, scale, BT, SB, warps):
+        while True:
+            try:
+                o, saved = _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps)
+                break
+            except Exception as e:
+                if not _is_oor(e):
+                    raise
+                nxt = _next_config(q, BT, SB)
+                if nxt is None:
+                    raise _no_fit(q, e) from e
+                BT, SB = nxt
+        ctx.save_for_backward(*saved)
+        ctx.cfg = (scale, BT, SB, warps, G is not None)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        saved = ctx.saved_tensors
+        scale, BT, SB, warps, has_g = ctx.cfg
+        q, k, v, wf, bf, Gh = saved[:6]
+        while True:
+            try:
+                grads = _backward_impl(saved, do, scale, BT, SB, warps, has_g)
+                break
+            except Exception as e:
+                if not _is_oor(e):
+                    raise
+                nxt = _next_config(q, BT, SB)
+                if nxt is None:
+                    raise _no_fit(q, e) from e
+                BT, SB = nxt
+                G = Gh.transpose(1, 2) if has_g else None
+                _, saved = _forward_impl(q, k, v, wf, bf, G, scale, BT, SB, warps)
+        return (*grads, None, None, None, None)
+
+
+# ----------------------------------------------------------------------------------------------
+# public entry points
+# ----------------------------------------------------------------------------------------------
+
+def _check_device(q: torch.Tensor):
+    if q.device.type == "cuda":
+        major, _ = torch.cuda.get_device_capability(q.device)
+        if q.dtype == torch.bfloat16 and major < 8:
+            raise TypeError("q, k, v in bfloat16 need a GPU of compute capability >= 8.0 "
+                            f"(this one is {torch.cuda.get_device_name(q.device)}); use float16")
+        return
+    if q.device.type == "cpu" and _interpret():
+        if q.dtype != torch.float32:
+            raise TypeError("on the CPU (TRITON_INTERPRET=1) the kernels run in float32 only, "
+                            f"got q in {str(q.dtype).replace('torch.', '')}")
+        return
+    raise ValueError(f"the Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1 on the CPU), "
+                     f"got q on {q.device}")
+
+
+def _check_cu_seqlens(cu_seqlens, B, T, device):
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"cu_seqlens must be int32 (or int64), got {str(cu_seqlens.dtype).replace('torch.', '')}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f"cu_seqlens must be 1-D with N + 1 >= 2 entries, got shape {tuple(cu_seqlens.shape)}")
+    if B != 1:
+        raise ValueError(f"with cu_seqlens the batch size must be 1 (sequences packed along T), got B={B}")
+    cs = cu_seqlens.detach().to("cpu", torch.int64)
+    if int(cs[0]) != 0 or int(cs[-1]) != T:
+        raise ValueError(f"cu_seqlens must start at 0 and end at T={T}, got {int(cs[0])} ... {int(cs[-1])}")
+    if bool((cs[1:] < cs[:-1]).any()):
+        raise ValueError("cu_seqlens must be non-decreasing")
+    return cs
+
+
+def _validate(q, k, v, w, beta, g, scale, check_values):
+    check_tensor(q, "q", ndim=4, dtypes=_QDTYPES, finite=False)
+    if check_values:
+        B, T, Hq, Hk, D = check_qkv(q, k, v, head_dims=HEAD_DIMS)
+    else:  # shapes and dtypes only (no device sync): check empty time slices, then the lengths
+        for name, x in (("k", k), ("v", v)):
+            if isinstance(x, torch.Tensor) and x.dim() == 4 and x.shape[1] != q.shape[1]:
+                raise ValueError(f"{name} must have time length {q.shape[1]} like q, got {tuple(x.shape)}")
+        B, T, Hq, Hk, D = check_qkv(q[:, :0], k[:, :0], v[:, :0], head_dims=HEAD_DIMS)
+        T = q.shape[1]
+    if v.shape[3] != D:
+        raise ValueError(f"v must have head dim {D} like q (the kernels need Dv == D), got {v.shape[3]}")
+    check_path_params(q, k, w, beta, g, param_dtypes=(torch.float32,), check_values=check_values)
+    scale = check_scale(scale, D)
+    _check_device(q)
+    return B, T, Hq, Hk, D, scale
+
+
+def _pad_time(x, Tp):
+    T = x.shape[1]
+    if Tp == T:
+        return x.contiguous()
+    pad = [0, 0] * (x.dim() - 2) + [0, Tp - T]
+    return torch.nn.functional.pad(x, pad).contiguous()
+
+
+def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, check_values: bool = True,
+                   block_size: Optional[int] = None, seg_blocks: Optional[int] = None) -> torch.Tensor:
+    """Causal PaTH attention (PaTH-FoX with a gate) with Triton kernels; differentiable in every input.
+
+    Args:
+        q: ``[B, T, Hq, D]`` float16 / bfloat16 / float32, ``D`` in {32, 64, 128}.
+        k, v: ``[B, T, Hk, D]``, q's dtype; ``Hq % Hk == 0`` (query head h uses key head h // (Hq // Hk)).
+        w: ``[B, T, Hk, D]`` float32, unit rows.  beta: ``[B, T, Hk]`` float32 in [0, 2].
+        g: optional ``[B, T, Hq]`` float32 log forget gates (<= 0), added unscaled (``+ G_i - G_j``).
+        scale: logit scale, default ``D ** -0.5``.
+        cu_seqlens: optional int32 ``[N + 1]`` sequence offsets (FlashAttention convention, B == 1,
+            sequences packed along T); neither attention nor transforms cross a boundary.
+        check_values: check finiteness, beta range and unit w (a device sync); shapes/dtypes always.
+        block_size, seg_blocks: override the block length and the blocks per segment (tests).
+    Returns:
+        ``[B, T, Hq, D]`` in q's dtype.
+    """
+    B, T, Hq, Hk, D, scale = _validate(q, k, v, w, beta, g, scale, check_values)
+    if T == 0:
+        return q.new_zeros(B, 0, Hq, D)
+    if cu_seqlens is not None:
+        cs = _check_cu_seqlens(cu_seqlens, B, T, q.device)
+        lens = (cs[1:] - cs[:-1]).tolist()
+        Tmax = max(max(lens), 1)
+        BT, SB, warps = _config(D, Tmax, q.dtype, q.device, block_size, seg_blocks)
+        Tp = -(-Tmax // BT) * BT
+        Nseq = len(lens)
+        # gather index into [N, Tp]: packed row, or T (a zero row appended) for padding
+        idx = torch.full((Nseq, Tp), T, dtype=torch.long)
+        for i, (s0, L) in enumerate(zip(cs[:-1].tolist(), lens)):
+            idx[i, :L] = torch.arange(s0, s0 + L)
+        idx = idx.to(q.device)
+
+        def pack(x):
+            ext = torch.cat([x[0], x.new_zeros(1, *x.shape[2:])], 0)
+            return ext[idx].contiguous()
+        qp, kp, vp, wp, bp = pack(q), pack(k), pack(v), pack(w), pack(beta)
+        Gp = torch.cumsum(pack(g).float(), dim=1) if g is not None else None
+        op = _PathAttnFn.apply(qp, kp, vp, wp, bp, Gp, scale, BT, SB, warps)
+        valid = (idx < T).reshape(-1)
+        return op.reshape(Nseq * Tp, Hq, D)[valid].unsqueeze(0)
+    BT, SB, warps = _config(D, T, q.dtype, q.device, block_size, seg_blocks)
+    Tp = -(-T // BT) * BT
+    G = torch.cumsum(g.float(), dim=1) if g is not None else None
+    args = [_pad_time(x, Tp) for x in (q, k, v, w, beta)]
+    Gp = _pad_time(G, Tp) if G is not None else None
+    if G is not None and Tp > T:  # keep the padded tail's G finite (it only meets padded rows)
+        Gp = Gp.clone()
+        Gp[:, T:] = G[:, T - 1:T]
+    o = _PathAttnFn.apply(*args, Gp, scale, BT, SB, warps)
+    return o[:, :T] if Tp > T else o
+
+
+def transform_keys_to_end(k, w, beta, cu_seqlens=None, *, check_values: bool = True) -> torch.Tensor:
+    """Keys moved to the end of their sequence, ``k_j -> H_{T-1} ... H_{j+1} k_j`` (prefill before
+    decoding: the cache then holds keys transformed to the current position).
+
+    Args:
+        k: ``[B, T, Hk, D]``; w: ``[B, T, Hk, D]`` float32 unit rows; beta: ``[B, T, Hk]`` float32 in [0, 2].
+        cu_seqlens: optional int32 ``[N + 1]`` (B == 1): each key moves to the end of its own sequence.
+    Returns:
+        ``[B, T, Hk, D]`` in k's dtype. Block-level float32 computation (UT transforms, block products),
+        O(T D^2 / BT + T D BT) work; no gradient.
+    """
+    check_tensor(k, "k", ndim=4, dtypes=_QDTYPES)
+    check_path_params(k, k, w, beta, None, param_dtypes=(torch.float32,), check_values=check_values)
+    B, T, H, D = k.shape
+    if T == 0:
+        return k.clone()
+    with torch.no_grad():
+        if cu_seqlens is not None:
+            cs = _check_cu_seqlens(cu_seqlens, B, T, k.device)
+            out = torch.empty_like(k)
+            for s0, s1 in zip(cs[:-1].tolist(), cs[1:].tolist()):
+                if s1 > s0:
+                    out[:, s0:s1] = transform_keys_to_end(k[:, s0:s1], w[:, s0:s1], beta[:, s0:s1],
+                                                          check_values=False)
+            return out
+        BT = 64 if T >= 64 else 16
+        Tp = -(-T // BT) * BT
+        kp, wp, bp = _pad_time(k, Tp), _pad_time(w, Tp), _pad_time(beta, Tp)
+        NB = Tp // BT
+        SB = max(1, int(math.ceil(math.sqrt(NB))))
+        Wb, Kb = _blocks(wp, BT), _blocks(kp, BT)
+        bb = bp.float().view(B, NB, BT, H).permute(0, 3, 1, 2)
+        _, Tm, _ = _ut(Wb, bb)
+        TW = Tm @ Wb
+        KA = Kb - (Tm @ torch.tril(Wb @ Kb.transpose(-1, -2), -1)).transpose(-1, -2) @ Wb
+        Ws, TWs, KAs = _seg_view(wp, BT, SB), _seg_view(_unblocks(TW), BT, SB), _seg_view(_unblocks(KA), BT, SB)
+        R, Seg = _suffix_products(Ws, TWs)
+        Kseg = torch.stack([KAs[:, :, :, j] @ R[j].transpose(-1, -2) for j in range(SB)], dim=3)
+        NS = Seg.shape[2]
+        # then across the later segments: suf_s = Seg_{NS-1} ... Seg_{s+1}
+        eye = torch.eye(D, dtype=Seg.dtype, device=Seg.device)
+        suf = [None] * NS
+        suf[NS - 1] = eye.expand(B, H, D, D)
+        for s in range(NS - 2, -1, -1):
+            suf[s] = suf[s + 1] @ Seg[:, :, s + 1]
+        Kend = Kseg @ torch.stack(suf, 2)[:, :, :, None].transpose(-1, -2)
+        return _seg_unview(Kend, NB)[:, :T].to(k.dtype)

@@ -1,0 +1,519 @@
+"""Triton kernels of PaTH attention (forward and backward).
+
+All kernels work on padded, contiguous tensors: token tensors ``[B, T, H, D]`` with ``T`` a multiple of
+the block length ``BT`` (padding at the end of each sequence: identity transforms, zero q/k/v, so
+causality keeps it out of every real row). Block matrices are ``[B, Hk, NB, BT, BT]``; per-segment
+``D x D`` matrices ``[B, Hk, NS, D, D]``.
+
+Notation (row-vector convention, ``P_b = I - W_b^T T_b W_b`` the product of block ``b``'s transforms):
+
+* ``Q<-_c``   queries of block c moved to the block's start (``q_i^T H_i ... H_start``);
+* ``Qst(c,m)`` the query state when it meets key block m: ``Q<-_c P_{c-1} ... P_{m+1}``;
+* ``K->_b``   keys moved to their block's end; ``Kseg_b`` keys moved to their *segment's* end;
+* a segment is ``SB`` consecutive blocks; ``Seg_k`` its whole product; ``Q0_c`` the query state at the
+  start of its own segment; ``Om(kc, k) = Seg_{kc-1} ... Seg_{k+1}`` so that the query state at the
+  end of an earlier segment k is ``Q0_c Om(kc, k)`` (random access, no scan needed).
+
+Kernels: ``_prep_kernel`` (per block: UT transform by forward substitution, T W, M, K->),
+``_fwd_kernel`` (per query block: diagonal block by the UT all-pairs form, own segment with the thin
+scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as plain attention against ``Kseg`` with one
+``D x D`` product per segment), and the backward: ``_bwd_inter_q_kernel`` (dQ0, dSeg),
+``_bwd_inter_kv_kernel`` (dKseg, dV), ``_bwd_intra_kernel`` (diagonal blocks and pairs inside a
+segment, transports, dW/dT of crossed blocks) and ``_bwd_block_kernel`` (per-block chain rule through
+T W, K->, M and the UT transform into dk, dw, dbeta). See ``benchmarks/NOTES.md``.
+"""
+import os
+
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+
+def _interpreter_compat():
+    """Triton 3.6's interpreter converts loop bounds with ``int(array)``, which NumPy >= 2.4 refuses
+    for 1-element, 1-d arrays; convert through ``.reshape(-1)[0]`` instead (interpreter only)."""
+    try:
+        from triton.runtime import interpreter as _it
+    except Exception:  # pragma: no cover
+        return
+    orig = getattr(_it, "_patch_lang_tensor", None)
+    if orig is None or getattr(orig, "_path_compat", False):
+        return
+
+    def patched(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._path_compat = True
+    _it._patch_lang_tensor = patched
+
+
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    _interpreter_compat()
+
+
+@triton.jit
+def _tile(ptr, base, t0, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    """Pointers of a ``[BT, D]`` tile of a ``[B, T, H, D]`` tensor (base: int64 offset of (b, 0, h, 0))."""
+    rt = tl.arange(0, BT)
+    rd = tl.arange(0, D)
+    return ptr + base + (t0 + rt).to(tl.int64)[:, None] * (H * D) + rd[None, :]
+
+
+@triton.jit
+def _sq(ptr, base, idx, N: tl.constexpr):
+    """Pointers of the ``idx``-th ``[N, N]`` matrix of a contiguous stack starting at ``base``."""
+    rn = tl.arange(0, N)
+    return ptr + base + idx * (N * N) + rn[:, None] * N + rn[None, :]
+
+
+@triton.jit
+def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, SEG, OM, G, O, LSE, Q0,
+                scale, T, NB, NS, SB,
+                HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr,
+                SEGS: tl.constexpr = True):
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    i_hk = i_hq // (HQ // HK)
+    rt = tl.arange(0, BT)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
+    sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
+    obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
+    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
+    sl2 = scale * 1.4426950408889634
+    c0 = i_c * BT
+
+    q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
+    wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
+    twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
+    causal = rt[:, None] >= rt[None, :]
+    bm = tl.dot(q.to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
+    bm = tl.where(causal, bm, 0.0)
+    qs = q - tl.dot(bm.to(TDT), twc.to(TDT), input_precision=PREC)
+
+    # diagonal block: S = tril(Q K^T) - tril(Q W^T) M,  M = T strictLower(W K^T)
+    kc = tl.load(_tile(K, kbase, c0, HK, D, BT))
+    vc = tl.load(_tile(V, kbase, c0, HK, D, BT))
+    mc = tl.load(_sq(MM, mbase, i_c, BT))
+    s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
+        - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
+    s2 = s * sl2
+    if HAS_G:
+        gq = tl.load(G + gbase + c0 + rt)
+        s2 += (gq[:, None] - gq[None, :]) * 1.4426950408889634
+    s2 = tl.where(causal, s2, float("-inf"))
+    m_i = tl.max(s2, 1)
+    p = tl.exp2(s2 - m_i[:, None])
+    l_i = tl.sum(p, 1)
+    acc = tl.dot(p.to(CDT), vc.to(CDT), input_precision=PREC)
+
+    # own segment: thin scan over blocks c-1 ... a
+    a_blk = (i_c // SB) * SB
+    for j in range(0, i_c - a_blk):
+        t0 = (i_c - 1 - j) * BT
+        ka = tl.load(_tile(KA, kbase, t0, HK, D, BT))
+        vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+        s2 = tl.dot(qs.to(CDT), tl.trans(ka.to(CDT)), input_precision=PREC) * sl2
+        if HAS_G:
+            gk = tl.load(G + gbase + t0 + rt)
+            s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+        m_new = tl.maximum(m_i, tl.max(s2, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s2 - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(CDT), vb.to(CDT), input_precision=PREC)
+        m_i = m_new
+        wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
+        twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
+        u = tl.dot(qs.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
+        qs = qs - tl.dot(u.to(TDT), twb.to(TDT), input_precision=PREC)
+    tl.store(_tile(Q0, qbase, c0, HQ, D, BT), qs)
+
+    # earlier segments, right to left: keys moved to their segment's end, queries move by Seg_k
+    # (SEGS=False compiles this out: single-segment mode for GPUs with little shared memory)
+    if SEGS:
+        ks = i_c // SB
+        for jk in range(0, ks):
+            kseg = ks - 1 - jk
+            for jb in range(0, SB):
+                t0 = (kseg * SB + jb) * BT
+                kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
+                vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+                s2 = tl.dot(qs.to(CDT), tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+                if HAS_G:
+                    gk = tl.load(G + gbase + t0 + rt)
+                    s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+                m_new = tl.maximum(m_i, tl.max(s2, 1))
+                alpha = tl.exp2(m_i - m_new)
+                p = tl.exp2(s2 - m_new[:, None])
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None] + tl.dot(p.to(CDT), vb.to(CDT), input_precision=PREC)
+                m_i = m_new
+            if kseg > 0:
+                segm = tl.load(_sq(SEG, sbase, kseg, D))
+                qs = tl.dot(qs.to(TDT), segm.to(TDT), input_precision=PREC)
+
+    o = acc / l_i[:, None]
+    tl.store(_tile(O, qbase, c0, HQ, D, BT), o.to(O.dtype.element_ty))
+    tl.store(LSE + gbase + c0 + rt, m_i + tl.log2(l_i))
+
+
+@triton.jit
+def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
+                        scale, T, NB, NS, SB,
+                        HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                        HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
+    """Query side, earlier segments: gradient of Q0_c and of every Seg_k (atomics, per query head)."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    i_hk = i_hq // (HQ // HK)
+    rt = tl.arange(0, BT)
+    rd = tl.arange(0, D)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
+    dsbase = (i_b.to(tl.int64) * HQ + i_hq) * NS * D * D
+    obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
+    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
+    sl2 = scale * 1.4426950408889634
+    c0 = i_c * BT
+    ks = i_c // SB
+    x = tl.zeros([BT, D], dtype=tl.float32)
+    if ks > 0:
+        q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT))
+        do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
+        lse = tl.load(LSE + gbase + c0 + rt)
+        delta = tl.load(DELTA + gbase + c0 + rt)
+        if HAS_G:
+            gq = tl.load(G + gbase + c0 + rt)
+        dgr = tl.zeros([BT], dtype=tl.float32)
+        for k in range(0, ks):
+            om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + k, D))
+            qe = tl.dot(q0.to(TDT), om.to(TDT), input_precision=PREC)
+            y = tl.zeros([BT, D], dtype=tl.float32)
+            for jb in range(0, SB):
+                t0 = (k * SB + jb) * BT
+                kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
+                vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+                s2 = tl.dot(qe.to(CDT), tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+                if HAS_G:
+                    gk = tl.load(G + gbase + t0 + rt)
+                    s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+                p = tl.exp2(s2 - lse[:, None])
+                dp = tl.dot(do.to(CDT), tl.trans(vb.to(CDT)), input_precision=PREC)
+                ds = p * (dp - delta[:, None])
+                y += tl.dot(ds.to(CDT), kk.to(CDT), input_precision=PREC)
+                dgr += tl.sum(ds, 1)
+            if k > 0:
+                dseg = tl.dot(tl.trans(qe).to(TDT), x.to(TDT), input_precision=PREC)
+                tl.atomic_add(DSEG + dsbase + k * D * D + rd[:, None] * D + rd[None, :], dseg)
+                segm = tl.load(_sq(SEG, sbase, k, D))
+                x = tl.dot(x.to(TDT), tl.trans(segm).to(TDT), input_precision=PREC)
+            x = x + scale * y
+        if HAS_G:
+            pg = DG + gbase + c0 + rt
+            tl.store(pg, tl.load(pg) + dgr)
+    tl.store(_tile(DQ0, qbase, c0, HQ, D, BT), x)
+
+
+@triton.jit
+def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
+                         scale, T, NB, NS, SB,
+                         HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                         HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
+    """Key side, later segments: dKseg and dV of key block b for one query head (no atomics)."""
+    i_kb = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    i_hk = i_hq // (HQ // HK)
+    rt = tl.arange(0, BT)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
+    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
+    sl2 = scale * 1.4426950408889634
+    t0 = i_kb * BT
+    kb = i_kb // SB
+    kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
+    vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+    if HAS_G:
+        gk = tl.load(G + gbase + t0 + rt)
+    dk = tl.zeros([BT, D], dtype=tl.float32)
+    dv = tl.zeros([BT, D], dtype=tl.float32)
+    dgc = tl.zeros([BT], dtype=tl.float32)
+    for kc in range(kb + 1, NS):
+        om = tl.load(_sq(OM, obase, (kc * (kc - 1)) // 2 + kb, D))
+        c_hi = tl.minimum((kc + 1) * SB, NB)
+        for c in range(kc * SB, c_hi):
+            c0 = c * BT
+            q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT))
+            qe = tl.dot(q0.to(TDT), om.to(TDT), input_precision=PREC)
+            do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
+            lse = tl.load(LSE + gbase + c0 + rt)
+            delta = tl.load(DELTA + gbase + c0 + rt)
+            s2 = tl.dot(qe.to(CDT), tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+            if HAS_G:
+                gq = tl.load(G + gbase + c0 + rt)
+                s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+            p = tl.exp2(s2 - lse[:, None])
+            dp = tl.dot(do.to(CDT), tl.trans(vb.to(CDT)), input_precision=PREC)
+            ds = p * (dp - delta[:, None])
+            dv += tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC)
+            dk += tl.dot(tl.trans(ds).to(CDT), qe.to(CDT), input_precision=PREC)
+            dgc += tl.sum(ds, 0)
+    tl.store(_tile(DKS, qbase, t0, HQ, D, BT), dk * scale)
+    tl.store(_tile(DV, qbase, t0, HQ, D, BT), dv)
+    if HAS_G:
+        pg = DG + gbase + t0 + rt
+        tl.store(pg, tl.load(pg) - dgc)
+
+
+@triton.jit
+def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
+                      DQ, DK, DKA, DV, DW, DT, DG,
+                      scale, T, NB, NS, SB,
+                      HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                      HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
+    """One segment, one query head: diagonal blocks, own-segment pairs and the transports inside the
+    segment, sequentially over its query blocks (so the per-block accumulators need no atomics).
+    Query states of the current block are kept in a per-program scratch (``SB`` tiles)."""
+    i_s = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    i_hk = i_hq // (HQ // HK)
+    rt = tl.arange(0, BT)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
+    dtbase = (i_b.to(tl.int64) * HQ + i_hq) * NB * BT * BT
+    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
+    scbase = ((i_b.to(tl.int64) * HQ + i_hq) * NS + i_s) * SB * BT * D
+    sl2 = scale * 1.4426950408889634
+    causal = rt[:, None] >= rt[None, :]
+    strict = rt[:, None] > rt[None, :]
+    a_blk = i_s * SB
+    e_blk = tl.minimum(a_blk + SB, NB)
+    for c in range(a_blk, e_blk):
+        tl.debug_barrier()
+        c0 = c * BT
+        q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
+        wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
+        twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
+        tc = tl.load(_sq(TM, mbase, c, BT))
+        mc = tl.load(_sq(MM, mbase, c, BT))
+        kc = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
+        vc = tl.load(_tile(V, kbase, c0, HK, D, BT))
+        do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
+        lse = tl.load(LSE + gbase + c0 + rt)
+        delta = tl.load(DELTA + gbase + c0 + rt)
+        if HAS_G:
+            gq = tl.load(G + gbase + c0 + rt)
+        bm = tl.dot(q.to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
+        bm = tl.where(causal, bm, 0.0)
+        qa = q - tl.dot(bm.to(TDT), twc.to(TDT), input_precision=PREC)
+
+        # ---- diagonal block
+        s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
+            - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
+        s2 = s * sl2
+        if HAS_G:
+            s2 += (gq[:, None] - gq[None, :]) * 1.4426950408889634
+        p = tl.where(causal, tl.exp2(s2 - lse[:, None]), 0.0)
+        dp = tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
+        ds = tl.where(causal, p * (dp - delta[:, None]), 0.0)
+        dgr = tl.sum(ds, 1) - tl.sum(ds, 0)
+        pv = _tile(DV, qbase, c0, HQ, D, BT)
+        tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
+        dss = ds * scale
+        dq = tl.dot(dss.to(CDT), kc.to(CDT), input_precision=PREC)
+        dkc = tl.dot(tl.trans(dss).to(CDT), q.to(CDT), input_precision=PREC)
+        dbm = -tl.dot(dss.to(TDT), tl.trans(mc).to(TDT), input_precision=PREC)
+        dmc = -tl.dot(tl.trans(bm).to(TDT), dss.to(TDT), input_precision=PREC)
+
+        # ---- own segment: query states Qst(c, m), m = c-1 ... a, into the scratch
+        qs = qa
+        for j in range(0, c - a_blk):
+            mb = c - 1 - j
+            tl.store(_tile(SCR, scbase, (mb - a_blk) * BT, 1, D, BT), qs)
+            wb = tl.load(_tile(W, kbase, mb * BT, HK, D, BT))
+            twb = tl.load(_tile(TW, kbase, mb * BT, HK, D, BT))
+            u = tl.dot(qs.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
+            qs = qs - tl.dot(u.to(TDT), twb.to(TDT), input_precision=PREC)
+        tl.debug_barrier()
+        # gradient w.r.t. Q0_c (the state after crossing the whole own segment), from earlier segments
+        x = tl.load(_tile(DQ0, qbase, c0, HQ, D, BT))
+        for mb in range(a_blk, c):
+            t0 = mb * BT
+            qm = tl.load(_tile(SCR, scbase, (mb - a_blk) * BT, 1, D, BT))
+            ka = tl.load(_tile(KA, kbase, t0, HK, D, BT))
+            vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+            s2 = tl.dot(qm.to(CDT), tl.trans(ka.to(CDT)), input_precision=PREC) * sl2
+            if HAS_G:
+                gk = tl.load(G + gbase + t0 + rt)
+                s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+            p = tl.exp2(s2 - lse[:, None])
+            dp = tl.dot(do.to(CDT), tl.trans(vb.to(CDT)), input_precision=PREC)
+            ds = p * (dp - delta[:, None])
+            dgr += tl.sum(ds, 1)
+            if HAS_G:
+                pg = DG + gbase + t0 + rt
+                tl.store(pg, tl.load(pg) - tl.sum(ds, 0))
+            pv = _tile(DV, qbase, t0, HQ, D, BT)
+            tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
+            pka = _tile(DKA, qbase, t0, HQ, D, BT)
+            tl.store(pka, tl.load(pka) + scale * tl.dot(tl.trans(ds).to(CDT), qm.to(CDT), input_precision=PREC))
+            # transport across block mb: Qst(c, mb-1) = Qst(c, mb) (I - W^T T W), upstream gradient x
+            wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
+            tb = tl.load(_sq(TM, mbase, mb, BT))
+            u = tl.dot(qm.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
+            xw = tl.dot(x.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
+            pt = _sq(DT, dtbase, mb, BT)
+            tl.store(pt, tl.load(pt) - tl.dot(tl.trans(u).to(TDT), xw.to(TDT), input_precision=PREC))
+            ut = tl.dot(u.to(TDT), tb.to(TDT), input_precision=PREC)
+            txw = tl.dot(tb.to(TDT), tl.trans(xw).to(TDT), input_precision=PREC)
+            pw = _tile(DW, qbase, t0, HQ, D, BT)
+            tl.store(pw, tl.load(pw) - tl.dot(tl.trans(ut).to(TDT), x.to(TDT), input_precision=PREC)
+                     - tl.dot(txw.to(TDT), qm.to(TDT), input_precision=PREC))
+            xwt = tl.dot(xw.to(TDT), tl.trans(tb).to(TDT), input_precision=PREC)
+            x = x - tl.dot(xwt.to(TDT), wb.to(TDT), input_precision=PREC) \
+                + scale * tl.dot(ds.to(CDT), ka.to(CDT), input_precision=PREC)
+
+        # ---- chain through Q<- = Q - tril(Q W^T) T W and the diagonal block's factors
+        dq += x
+        dbm -= tl.dot(x.to(TDT), tl.trans(twc).to(TDT), input_precision=PREC)
+        dbm = tl.where(causal, dbm, 0.0)
+        dq += tl.dot(dbm.to(TDT), wc.to(TDT), input_precision=PREC)
+        dwc = tl.dot(tl.trans(dbm).to(TDT), q.to(TDT), input_precision=PREC)
+        dtw = -tl.dot(tl.trans(bm).to(TDT), x.to(TDT), input_precision=PREC)
+        dtc = tl.dot(dtw.to(TDT), tl.trans(wc).to(TDT), input_precision=PREC)
+        dwc += tl.dot(tl.trans(tc).to(TDT), dtw.to(TDT), input_precision=PREC)
+        cm = tl.dot(wc.to(TDT), tl.trans(kc).to(TDT), input_precision=PREC)
+        cm = tl.where(strict, cm, 0.0)
+        dtc += tl.dot(dmc.to(TDT), tl.trans(cm).to(TDT), input_precision=PREC)
+        dcm = tl.dot(tl.trans(tc).to(TDT), dmc.to(TDT), input_precision=PREC)
+        dcm = tl.where(strict, dcm, 0.0)
+        dwc += tl.dot(dcm.to(TDT), kc.to(TDT), input_precision=PREC)
+        dkc += tl.dot(tl.trans(dcm).to(TDT), wc.to(TDT), input_precision=PREC)
+        tl.store(_tile(DQ, qbase, c0, HQ, D, BT), dq)
+        tl.store(_tile(DK, qbase, c0, HQ, D, BT), dkc)
+        pw = _tile(DW, qbase, c0, HQ, D, BT)
+        tl.store(pw, tl.load(pw) + dwc)
+        pt = _sq(DT, dtbase, c, BT)
+        tl.store(pt, tl.load(pt) + dtc)
+        if HAS_G:
+            pg = DG + gbase + c0 + rt
+            tl.store(pg, tl.load(pg) + dgr)
+
+
+@triton.jit
+def _prep_kernel(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
+                 HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
+    """Per block: UT transform by forward substitution (float32), N = (I + A)^-1, T = N diag(beta),
+    T W, M = T strictLower(W K^T) and the keys moved to the block's end K-> = K - M^T W."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    rt = tl.arange(0, BT)
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
+    c0 = i_c * BT
+    w = tl.load(_tile(W, kbase, c0, HK, D, BT))
+    k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
+    beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
+    strict = rt[:, None] > rt[None, :]
+    wwt = tl.dot(w, tl.trans(w), input_precision=PREC)
+    a = tl.where(strict, beta[:, None] * wwt, 0.0)
+    # forward substitution: row r of N is e_r - A[r, :] N
+    n = tl.zeros([BT, BT], dtype=tl.float32)
+    for r in range(0, BT):
+        a_r = tl.sum(tl.where(rt[:, None] == r, a, 0.0), 0)
+        n_r = tl.where(rt == r, 1.0, 0.0) - tl.sum(a_r[:, None] * n, 0)
+        n = tl.where(rt[:, None] == r, n_r[None, :], n)
+    tm = n * beta[None, :]
+    tw = tl.dot(tm, w, input_precision=PREC)
+    cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
+    mm = tl.dot(tm, cm, input_precision=PREC)
+    ka = k - tl.dot(tl.trans(mm), w, input_precision=PREC)
+    tl.store(_tile(TW, kbase, c0, HK, D, BT), tw)
+    tl.store(_tile(KA, kbase, c0, HK, D, BT), ka.to(KA.dtype.element_ty))
+    tl.store(_sq(TM, mbase, i_c, BT), tm)
+    tl.store(_sq(MM, mbase, i_c, BT), mm)
+    tl.store(_sq(NM, mbase, i_c, BT), n)
+
+
+@triton.jit
+def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW, DT, OUT_DK, OUT_DW, OUT_DB,
+                      T, NB, GRP,
+                      HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                      PREC: tl.constexpr):
+    """Per block, float32: chain rule through T W, K-> = K - M^T W, M = T strictLower(W K^T) and the
+    UT transform, summing the query heads of the group. DKS_KA / DTW are per key head (the segment
+    chain's contributions to dK->, d(T W) and dW); DKA, DK, DW, DT are per query head (kernels)."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    rt = tl.arange(0, BT)
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
+    c0 = i_c * BT
+    strict = rt[:, None] > rt[None, :]
+    causal = rt[:, None] >= rt[None, :]
+    w = tl.load(_tile(W, kbase, c0, HK, D, BT))
+    k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
+    beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
+    tw = tl.load(_tile(TW, kbase, c0, HK, D, BT))
+    tm = tl.load(_sq(TM, mbase, i_c, BT))
+    mm = tl.load(_sq(MM, mbase, i_c, BT))
+    nm = tl.load(_sq(NM, mbase, i_c, BT))
+    dka = tl.load(_tile(DKS_KA, kbase, c0, HK, D, BT))
+    dtw = tl.load(_tile(DTW, kbase, c0, HK, D, BT))
+    dk = tl.zeros([BT, D], dtype=tl.float32)
+    dw = tl.load(_tile(DWC, kbase, c0, HK, D, BT))
+    dt = tl.zeros([BT, BT], dtype=tl.float32)
+    for g in range(0, GRP):
+        i_hq = i_hk * GRP + g
+        qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+        dtbase = (i_b.to(tl.int64) * HQ + i_hq) * NB * BT * BT
+        dka += tl.load(_tile(DKA, qbase, c0, HQ, D, BT))
+        dk += tl.load(_tile(DK, qbase, c0, HQ, D, BT))
+        dw += tl.load(_tile(DW, qbase, c0, HQ, D, BT))
+        dt += tl.load(_sq(DT, dtbase, i_c, BT))
+    # T W
+    dt += tl.dot(dtw, tl.trans(w), input_precision=PREC)
+    dw += tl.dot(tl.trans(tm), dtw, input_precision=PREC)
+    # K-> = K - M^T W
+    dk += dka
+    dm = -tl.dot(w, tl.trans(dka), input_precision=PREC)
+    dw -= tl.dot(mm, dka, input_precision=PREC)
+    # M = T C, C = strictLower(W K^T)
+    cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
+    dt += tl.dot(dm, tl.trans(cm), input_precision=PREC)
+    dc = tl.where(strict, tl.dot(tl.trans(tm), dm, input_precision=PREC), 0.0)
+    dw += tl.dot(dc, k, input_precision=PREC)
+    dk += tl.dot(tl.trans(dc), w, input_precision=PREC)
+    # T = N diag(beta), N = (I + A)^-1, A = strictLower(diag(beta) W W^T)
+    dt = tl.where(causal, dt, 0.0)
+    db = tl.sum(dt * nm, 0)
+    dn = dt * beta[None, :]
+    nt = tl.trans(nm)
+    da = -tl.dot(tl.dot(nt, dn, input_precision=PREC), nt, input_precision=PREC)
+    da = tl.where(strict, da, 0.0)
+    wwt = tl.dot(w, tl.trans(w), input_precision=PREC)
+    db += tl.sum(da * wwt, 1)
+    dww = beta[:, None] * da
+    dw += tl.dot(dww, w, input_precision=PREC) + tl.dot(tl.trans(dww), w, input_precision=PREC)
+    tl.store(_tile(OUT_DK, kbase, c0, HK, D, BT), dk.to(OUT_DK.dtype.element_ty))
+    tl.store(_tile(OUT_DW, kbase, c0, HK, D, BT), dw)
+    tl.store(OUT_DB + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk, db)

@@ -1,0 +1,263 @@
+"""Cases for the Triton kernels under the Triton interpreter (TRITON_INTERPRET=1) on the CPU, float32.
+
+Run by ``tests/test_kernels_interpret.py`` in a subprocess with ``TRITON_INTERPRET=1`` (or directly:
+``TRITON_INTERPRET=1 pytest tests/test_kernels_interpret_cases.py``); skipped otherwise.
+
+Forward and every gradient (q, k, v, w, beta, g) against the float64 UT all-pairs reference
+(``path_lib.attention.path_attention(..., impl="parallel")``) on tiny shapes with a small block length
+(16) and small segments, so that a few dozen tokens exercise the diagonal block, the own-segment scan,
+the earlier-segment path, ragged last blocks and partial last segments. Also grouped-query heads,
+the gate, ``cu_seqlens``, ``transform_keys_to_end`` and the input checks.
+
+Why a subprocess: Triton decides between compiled and interpreted functions when a ``@triton.jit``
+function is decorated, and ``triton.language.standard`` (``tl.max``, ``tl.sum``...) is decorated when
+triton is first imported; so the variable must be set before anything in the process imports triton.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("triton")
+if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    pytest.skip("run with TRITON_INTERPRET=1 (tests/test_kernels_interpret.py does)", allow_module_level=True)
+
+from path_lib.attention import path_attention as ref_attention  # noqa: E402
+
+
+def _inputs(B, T, Hq, Hk, D, gate, seed, beta_mode="uniform"):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, T, Hq, D, generator=gen)
+    k = torch.randn(B, T, Hk, D, generator=gen)
+    v = torch.randn(B, T, Hk, D, generator=gen)
+    w = F.normalize(torch.randn(B, T, Hk, D, generator=gen), dim=-1)
+    u = torch.rand(B, T, Hk, generator=gen)
+    if beta_mode == "uniform":
+        beta = 2 * u
+        beta.view(-1)[:: 5] = 1.99  # values near 2 always present
+    else:  # mixed: exact 0, 1, 2 and near-2 values
+        choices = torch.tensor([0.0, 1.0, 2.0, 1.999, 0.5, 1.5])
+        beta = choices[torch.randint(0, 6, u.shape, generator=gen)]
+    g = F.logsigmoid(torch.randn(B, T, Hq, generator=gen) + 2.0) if gate else None
+    return q, k, v, w, beta, g
+
+
+def _close(a, b, rtol=2e-5, atol=1e-6, name=""):
+    a, b = a.detach().double(), b.detach().double()
+    assert torch.isfinite(a).all(), f"{name}: non-finite values"
+    err = float((a - b).norm())
+    bound = rtol * float(b.norm()) + atol * (b.numel() ** 0.5)
+    assert err <= bound, f"{name}: |err| = {err:.3g} > {bound:.3g} (|ref| = {float(b.norm()):.3g})"
+
+
+def _check_against_reference(B, T, Hq, Hk, D, gate, block, seg, seed, beta_mode="uniform", cu=None):
+    import kernels
+    ins = [x.requires_grad_() if x is not None else None for x in _inputs(B, T, Hq, Hk, D, gate, seed, beta_mode)]
+    o = kernels.path_attention(*ins, cu_seqlens=cu, block_size=block, seg_blocks=seg)
+    assert o.shape == (B, T, Hq, D) and o.dtype == torch.float32
+    do = torch.randn_like(o)
+    used = [x for x in ins if x is not None]
+    grads = torch.autograd.grad(o, used, do)
+
+    ins64 = [x.detach().double().requires_grad_() if x is not None else None for x in ins]
+    if cu is None:
+        o64 = ref_attention(*ins64, impl="parallel")
+    else:
+        bounds = cu.tolist()
+        parts = [ref_attention(*[x[:, s0:s1] if x is not None else None for x in ins64], impl="parallel")
+                 for s0, s1 in zip(bounds[:-1], bounds[1:])]
+        o64 = torch.cat(parts, dim=1)
+    used64 = [x for x in ins64 if x is not None]
+    g64 = torch.autograd.grad(o64, used64, do.double())
+    _close(o, o64, name="o")
+    for name, a, b in zip(["dq", "dk", "dv", "dw", "dbeta", "dg"], grads, g64):
+        _close(a, b, name=name)
+
+
+@pytest.mark.parametrize("B,T,Hq,Hk,gate,seg,beta_mode", [
+    (1, 40, 2, 2, False, 2, "uniform"),   # 3 blocks: two segments, ragged last block
+    (2, 17, 2, 1, True, 1, "mixed"),      # GQA, batch 2, one block per segment
+    (1, 1, 2, 2, True, None, "uniform"),  # a single token
+    (1, 100, 2, 1, True, 3, "uniform"),   # 7 blocks, segments of 3 (partial last segment)
+])
+def test_forward_and_gradients(B, T, Hq, Hk, gate, seg, beta_mode):
+    _check_against_reference(B, T, Hq, Hk, 32, gate, 16, seg, seed=1000 + T, beta_mode=beta_mode)
+
+
+def test_varlen_cu_seqlens():
+    cu = torch.tensor([0, 17, 18, 50], dtype=torch.int32)  # lengths 17, 1, 32
+    _check_against_reference(1, 50, 2, 1, 32, True, 16, 1, seed=7, cu=cu)
+
+
+def test_default_config_and_availability():
+    import kernels
+    assert kernels.is_available()
+    q, k, v, w, beta, g = _inputs(1, 24, 2, 2, 32, True, seed=3)
+    o = kernels.path_attention(q, k, v, w, beta, g)
+    o64 = ref_attention(*[x.double() for x in (q, k, v, w, beta, g)], impl="parallel")
+    _close(o, o64, name="o")
+
+
+def test_default_block_64_several_blocks():
+    """The production block length (64) and the automatic segment choice, forward only."""
+    import kernels
+    q, k, v, w, beta, g = _inputs(1, 150, 2, 1, 32, True, seed=4)
+    o = kernels.path_attention(q, k, v, w, beta, g)
+    o64 = ref_attention(*[x.double() for x in (q, k, v, w, beta, g)], impl="parallel")
+    _close(o, o64, name="o")
+
+
+def _keys_to_end_reference(k, w, beta, bounds):
+    k, w, beta = k.double(), w.double(), beta.double()
+    out = torch.empty_like(k)
+    for s0, s1 in zip(bounds[:-1], bounds[1:]):
+        for j in range(s0, s1):
+            x = k[:, j]
+            for t in range(j + 1, s1):
+                x = x - beta[:, t, :, None] * (w[:, t] * x).sum(-1, keepdim=True) * w[:, t]
+            out[:, j] = x
+    return out
+
+
+@pytest.mark.parametrize("T,cu", [(37, None), (50, [0, 17, 18, 50])])
+def test_transform_keys_to_end(T, cu):
+    import kernels
+    _, k, _, w, beta, _ = _inputs(1, T, 2, 2, 32, False, seed=11)
+    cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
+    out = kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu_t)
+    ref = _keys_to_end_reference(k, w, beta, cu if cu is not None else [0, T])
+    _close(out, ref, name="keys")
+
+
+def _bad(**over):
+    q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=5)
+    args = dict(q=q, k=k, v=v, w=w, beta=beta, g=g)
+    args.update(over)
+    return args
+
+
+@pytest.mark.parametrize("over,exc,match", [
+    (dict(w="w64"), TypeError, "w"),
+    (dict(beta="beta16"), TypeError, "beta"),
+    (dict(g="g64"), TypeError, "g"),
+    (dict(q="q64"), TypeError, "q"),
+    (dict(beta="beta_big"), ValueError, "beta"),
+    (dict(w="w_short"), ValueError, "w"),
+    (dict(beta="beta_shape"), ValueError, "beta"),
+    (dict(g="g_shape"), ValueError, "g"),
+    (dict(g="g_pos"), ValueError, "g"),
+    (dict(k="k_heads"), ValueError, "heads"),
+    (dict(v="v_dim"), ValueError, "v"),
+])
+def test_bad_inputs(over, exc, match):
+    import kernels
+    args = _bad()
+    key, kind = next(iter(over.items()))
+    x = args[key]
+    args[key] = {
+        "w64": lambda: x.double(), "beta16": lambda: x.half(), "g64": lambda: x.double(),
+        "q64": lambda: x.double(), "beta_big": lambda: x + 2.5, "w_short": lambda: x[:, :7],
+        "beta_shape": lambda: x[..., :1], "g_shape": lambda: x[..., :1], "g_pos": lambda: x.abs() + 0.1,
+        "k_heads": lambda: torch.randn(1, 8, 3, 32), "v_dim": lambda: torch.randn(1, 8, 2, 64),
+    }[kind]()
+    with pytest.raises(exc, match=match):
+        kernels.path_attention(**args)
+
+
+def test_bad_head_dim_and_dtypes():
+    import kernels
+    q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 48, True, seed=6)
+    with pytest.raises(ValueError, match="head dim"):
+        kernels.path_attention(q, k, v, w, beta, g)
+    q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=6)
+    with pytest.raises(TypeError, match="float32"):  # the interpreter runs float32 only
+        kernels.path_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), w, beta, g)
+    with pytest.raises(TypeError, match="dtype"):
+        kernels.path_attention(q.half(), k, v, w, beta, g)
+
+
+def test_bad_cu_seqlens():
+    import kernels
+    q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=8)
+    with pytest.raises(ValueError, match="end at T"):
+        kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=torch.tensor([0, 5], dtype=torch.int32))
+    with pytest.raises(TypeError, match="cu_seqlens"):
+        kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=torch.tensor([0.0, 8.0]))
+    q2, k2, v2, w2, beta2, g2 = _inputs(2, 8, 2, 2, 32, True, seed=8)
+    with pytest.raises(ValueError, match="batch size must be 1"):
+        kernels.path_attention(q2, k2, v2, w2, beta2, g2, cu_seqlens=torch.tensor([0, 8], dtype=torch.int32))
+
+
+def test_out_of_shared_memory_falls_back_to_smaller_blocks(monkeypatch):
+    """A kernel that does not fit the device's shared memory (OutOfResources at launch) makes the
+    forward and the backward retry with half the block length (the backward recomputes the factors)."""
+    import triton
+    import kernels._path as kp
+    real_fwd, real_bwd = kp._forward_impl, kp._backward_impl
+    seen = []
+
+    def fwd(q, k, v, w, beta, G, scale, BT, SB, warps):
+        seen.append(("fwd", BT))
+        if BT > 32:
+            raise triton.runtime.errors.OutOfResources(300000, 232448, "shared memory")
+        return real_fwd(q, k, v, w, beta, G, scale, BT, SB, warps)
+
+    def bwd(saved, do, scale, BT, SB, warps, has_g):
+        seen.append(("bwd", BT))
+        if BT > 16:
+            raise triton.runtime.errors.OutOfResources(300000, 232448, "shared memory")
+        return real_bwd(saved, do, scale, BT, SB, warps, has_g)
+
+    monkeypatch.setattr(kp, "_forward_impl", fwd)
+    monkeypatch.setattr(kp, "_backward_impl", bwd)
+    monkeypatch.setattr(kp, "_MAX_BT", {})
+    monkeypatch.setattr(kp, "_ONE_SEGMENT", set())
+    _check_against_reference(1, 70, 2, 1, 32, True, 64, None, seed=12)
+    assert seen[:2] == [("fwd", 64), ("fwd", 32)]
+    assert ("bwd", 32) in seen and ("fwd", 16) in seen and seen[-1] == ("bwd", 16)
+
+
+def test_out_of_shared_memory_at_16_uses_one_segment(monkeypatch):
+    """At the smallest block length the next fallback is the single-segment mode (no D x D segment
+    products); when even that does not fit, a clear RuntimeError."""
+    import triton
+    import kernels._path as kp
+    real_bwd = kp._backward_impl
+    seen = []
+
+    def bwd(saved, do, scale, BT, SB, warps, has_g):
+        NS = -(-(saved[0].shape[1] // BT) // SB)
+        seen.append((BT, NS))
+        if NS > 1:
+            raise triton.runtime.errors.OutOfResources(99328, 65536, "shared memory")
+        return real_bwd(saved, do, scale, BT, SB, warps, has_g)
+
+    monkeypatch.setattr(kp, "_backward_impl", bwd)
+    monkeypatch.setattr(kp, "_MAX_BT", {})
+    monkeypatch.setattr(kp, "_ONE_SEGMENT", set())
+    _check_against_reference(1, 70, 2, 1, 32, True, 16, 2, seed=13)
+    assert seen[0][1] > 1 and seen[-1] == (16, 1)
+
+    def always(*a, **k):
+        raise triton.runtime.errors.OutOfResources(99328, 65536, "shared memory")
+    monkeypatch.setattr(kp, "_forward_impl", always)
+    q, k, v, w, beta, g = _inputs(1, 40, 2, 2, 32, True, seed=14)
+    with pytest.raises(RuntimeError, match="shared memory"):
+        kp.path_attention(q, k, v, w, beta, g, block_size=16, seg_blocks=1)
+
+
+def test_check_values_false_still_checks_shapes_and_dtypes():
+    import kernels
+    q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=9)
+    o1 = kernels.path_attention(q, k, v, w, beta, g, check_values=False)
+    o2 = kernels.path_attention(q, k, v, w, beta, g)
+    assert torch.equal(o1, o2)
+    with pytest.raises(ValueError, match="time length"):
+        kernels.path_attention(q, k[:, :7], v, w, beta, g, check_values=False)
+    with pytest.raises(TypeError, match="w"):
+        kernels.path_attention(q, k, v, w.double(), beta, g, check_values=False)
+    with pytest.raises(ValueError, match="head dim"):
+        kernels.path_attention(q[..., :16], k[..., :16], v[..., :16], w[..., :16], beta, g, check_values=False)
