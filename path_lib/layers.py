@@ -207,7 +207,8 @@ class PaTHAttention(AttentionLayer):
         beta_max: clip beta to ``[0, beta_max]`` (a value below 2 keeps bf16 products stable).
         backend: ``"reference"`` (UT all-pairs, float64-capable), ``"blockwise"`` (PyTorch mirror of
             the kernel), ``"triton"`` (the Triton kernels; CUDA, or ``TRITON_INTERPRET=1``) or
-            ``"auto"`` (triton on CUDA when the kernels are importable, else blockwise).
+            ``"auto"`` (triton on CUDA when the kernels are importable and verified on a GPU, else
+            blockwise).
         block_size: block length of the blockwise backend.
     """
 
@@ -251,14 +252,17 @@ class PaTHAttention(AttentionLayer):
         return w, beta, g
 
     def _resolve_backend(self, q: torch.Tensor) -> str:
+        """``"auto"``: the Triton kernels on CUDA once they have passed the GPU correctness sweep
+        (``kernels.GPU_VERIFIED``, set from a recorded sweep); otherwise the exact blockwise mirror."""
         if self.backend != "auto":
             return self.backend
         if q.is_cuda and self.head_dim in (32, 64, 128):
             try:
-                import kernels  # noqa: F401
-                return "triton"
+                import kernels
             except ImportError:
                 return "blockwise"
+            if getattr(kernels, "GPU_VERIFIED", False):
+                return "triton"
         return "blockwise"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
