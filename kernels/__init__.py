@@ -19,7 +19,13 @@ import os
 
 from ._path import HEAD_DIMS, path_attention, transform_keys_to_end
 
-__all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS"]
+__all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED"]
+
+#: Whether the GPU correctness sweep (benchmarks/correctness_sweep.py) has passed at every coverage
+#: point on a recorded run. The last recorded sweep (benchmarks/results/correctness_sweep_v3.json)
+#: passed 12 of 21 cases and did not reach the other 9, so ``PaTHAttention(backend="auto")`` keeps
+#: using the blockwise PyTorch path; ask for ``backend="triton"`` explicitly to use the kernels.
+GPU_VERIFIED = False
 
 
 def is_available() -> bool:

@@ -168,8 +168,8 @@ def _precompute(k, w, beta, BT, SB, cdt, TDT, PREC, warps):
     TM = torch.empty(B, HK, NB, BT, BT, **f32)
     MM = torch.empty(B, HK, NB, BT, BT, **f32)
     NM = torch.empty(B, HK, NB, BT, BT, **f32)
-    kern._prep_kernel[(NB, B * HK)](k, w, beta, TW, KA, TM, MM, NM, T, NB, HK=HK, D=D, BT=BT, TDT=TDT,
-                                    PREC=PREC, num_warps=warps, num_stages=1)
+    _run(kern._prep_kernel, (NB, B * HK), (k, w, beta, TW, KA, TM, MM, NM, T, NB),
+         dict(HK=HK, D=D, BT=BT, TDT=TDT, PREC=PREC, num_warps=warps, num_stages=1))
     Ws, TWs, KAs = _seg_view(w, BT, SB), _seg_view(TW, BT, SB), _seg_view(KA, BT, SB)
     R, Seg = _suffix_products(Ws, TWs)
     KS = torch.stack([KAs[:, :, :, j] @ R[j].transpose(-1, -2) for j in range(SB)], dim=3)
@@ -182,6 +182,28 @@ def _precompute(k, w, beta, BT, SB, cdt, TDT, PREC, warps):
 # ----------------------------------------------------------------------------------------------
 
 _STAGES = {}
+# PATH_KERNELS_SYNC=1: synchronize before and after every kernel launch and name the kernel in the
+# error (a CUDA fault is otherwise reported asynchronously, at some later call)
+_SYNC = os.environ.get("PATH_KERNELS_SYNC", "0") not in ("", "0")
+
+
+def _sync_check(name, where, meta=None):
+    if not _SYNC or not torch.cuda.is_available():
+        return
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:  # pragma: no cover - GPU only
+        what = f"before kernel {name} (an earlier torch op)" if where == "before" else f"in kernel {name}"
+        cfg = {k: str(v) for k, v in (meta or {}).items()}
+        raise RuntimeError(f"PaTH: CUDA error {what} {cfg}: {e}") from e
+
+
+def _run(kernel, grid, args, meta):
+    """Launch without the stage retry (prep, intra, block kernels), with the optional sync checks."""
+    name = kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel)
+    _sync_check(name, "before", meta)
+    kernel[grid](*args, **meta)
+    _sync_check(name, "after", meta)
 
 
 def _launch(kernel, grid, args, meta, stages):
@@ -191,10 +213,12 @@ def _launch(kernel, grid, args, meta, stages):
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel), tuple(sorted(
         (k, str(v)) for k, v in meta.items())))
     stages = _STAGES.get(key, stages)
+    _sync_check(key[0], "before", meta)
     while True:
         try:
             kernel[grid](*args, **meta, num_stages=stages)
             _STAGES[key] = stages
+            _sync_check(key[0], "after", dict(meta, num_stages=stages))
             return
         except triton.runtime.errors.OutOfResources:
             if stages <= 1:
@@ -297,9 +321,9 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         dks.zero_()
         dv.zero_()
     meta.update(num_stages=1, num_warps=_aux_warps(q, warps))
-    kern._bwd_intra_kernel[(NS, B * HQ)](
-        q, k, v, wf, TW, KA, TM, MM, Garg, do, lse, delta, dq0, scr,
-        dq, dk, dka, dv, dw, dt, dg, scale, T, NB, NS, SB, **meta)
+    _run(kern._bwd_intra_kernel, (NS, B * HQ),
+         (q, k, v, wf, TW, KA, TM, MM, Garg, do, lse, delta, dq0, scr,
+          dq, dk, dka, dv, dw, dt, dg, scale, T, NB, NS, SB), meta)
     del scr, dq0
     if grp > 1:
         dks = dks.view(B, T, HK, grp, D).sum(3)
@@ -323,9 +347,9 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dk_out = torch.empty_like(k)
     dw_out = torch.empty(B, T, HK, D, **f32)
     db_out = torch.empty(B, T, HK, **f32)
-    kern._bwd_block_kernel[(NB, B * HK)](
-        k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dk_out, dw_out, db_out,
-        T, NB, grp, HQ=HQ, HK=HK, D=D, BT=BT, PREC=_fp32_prec(q), num_warps=_aux_warps(q, warps), num_stages=1)
+    _run(kern._bwd_block_kernel, (NB, B * HK),
+         (k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dk_out, dw_out, db_out, T, NB, grp),
+         dict(HQ=HQ, HK=HK, D=D, BT=BT, PREC=_fp32_prec(q), num_warps=_aux_warps(q, warps), num_stages=1))
     dG = dg.transpose(1, 2) if has_g else None
     return dq.to(q.dtype), dk_out, dv.to(v.dtype), dw_out, db_out, dG
 
@@ -463,6 +487,24 @@ def _pad_time(x, Tp):
     return torch.nn.functional.pad(x, pad).contiguous()
 
 
+def _pad_head_dim(q) -> bool:
+    """Run head dim 32 as 64 (zero-padded q, k, v, w) on Hopper (compute capability 9.x).
+
+    Triton 3.6's Hopper (wgmma) code for ``_bwd_intra_kernel`` at D = 32 (4 warps) faults with an
+    illegal memory access on an H200 (sweep v2; located in v3 with ``PATH_KERNELS_SYNC=1``), while the
+    kernels at D = 64 / 128 run clean and every access of the D = 32 kernels is in bounds under the
+    interpreter's bounds checker (``tests/kernel_bounds.py``): a compiler-side fault (cf.
+    triton-lang/triton#11366, an IMA on sm_90 for BLOCK_D = 32 with num_warps = 4 and several dots). Zero dims change nothing: ``q.k``, ``w``'s
+    unit norm and the transforms act on the first 32 dims only, ``v``'s extra dims give zero outputs.
+    ``PATH_KERNELS_PAD_D32=0`` / ``1`` forces it off / on (diagnosis, CPU tests)."""
+    if q.shape[-1] != 32:
+        return False
+    env = os.environ.get("PATH_KERNELS_PAD_D32", "")
+    if env != "":
+        return env != "0"
+    return q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] == 9
+
+
 def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, check_values: bool = True,
                    block_size: Optional[int] = None, seg_blocks: Optional[int] = None) -> torch.Tensor:
     """Causal PaTH attention (PaTH-FoX with a gate) with Triton kernels; differentiable in every input.
@@ -483,6 +525,11 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
     B, T, Hq, Hk, D, scale = _validate(q, k, v, w, beta, g, scale, check_values)
     if T == 0:
         return q.new_zeros(B, 0, Hq, D)
+    if _pad_head_dim(q):  # D = 32 as D = 64 (see _pad_head_dim); scale stays 32 ** -0.5
+        pad = lambda x: torch.nn.functional.pad(x, (0, 64 - D))  # noqa: E731
+        o = path_attention(pad(q), pad(k), pad(v), pad(w), beta, g, scale=scale, cu_seqlens=cu_seqlens,
+                           check_values=False, block_size=block_size, seg_blocks=seg_blocks)
+        return o[..., :D].contiguous()
     if cu_seqlens is not None:
         cs = _check_cu_seqlens(cu_seqlens, B, T, q.device)
         lens = (cs[1:] - cs[:-1]).tolist()

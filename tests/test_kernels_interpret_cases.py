@@ -261,3 +261,57 @@ def test_check_values_false_still_checks_shapes_and_dtypes():
         kernels.path_attention(q, k, v, w.double(), beta, g, check_values=False)
     with pytest.raises(ValueError, match="head dim"):
         kernels.path_attention(q[..., :16], k[..., :16], v[..., :16], w[..., :16], beta, g, check_values=False)
+
+
+@pytest.mark.parametrize("B,T,Hq,Hk,block,seg,cu", [
+    (2, 333, 4, 2, 64, None, None),  # the GPU sweep's first case (ragged T, GQA, B=2) at the production BT
+    (2, 45, 4, 1, 16, 2, None),      # group of 4, ragged last block, partial last segment
+    (1, 50, 4, 2, 16, 1, [0, 17, 18, 50]),  # varlen with GQA
+    (1, 70, 2, 1, 16, 99, None),     # single-segment mode (no D x D segment products)
+])
+def test_bounds_checked(B, T, Hq, Hk, block, seg, cu, monkeypatch):
+    """Every load, store and atomic of every kernel stays inside the tensor it addresses (the
+    interpreter does not check raw pointers; on a GPU an out-of-bounds access is an illegal memory
+    access), every tensor argument is contiguous; values against the reference too, with every
+    ``torch.empty`` buffer filled with NaN first (a read of memory no kernel wrote shows up)."""
+    try:
+        from kernel_bounds import bounds_checking
+    except ImportError:
+        from tests.kernel_bounds import bounds_checking
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+
+    def nan_fill(x):
+        return x.fill_(float("nan")) if x.is_floating_point() else x
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: nan_fill(real_empty(*a, **k)))
+    monkeypatch.setattr(torch, "empty_like", lambda *a, **k: nan_fill(real_empty_like(*a, **k)))
+    cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
+    with bounds_checking() as stats:
+        before = stats["checked_ops"]
+        _check_against_reference(B, T, Hq, Hk, 32, True, block, seg, seed=20 + T, cu=cu_t)
+        assert stats["checked_ops"] > before
+
+
+def test_head_dim_32_padded_to_64(monkeypatch):
+    """The Hopper work-around (``PATH_KERNELS_PAD_D32``, on by default on compute capability 9.x): head
+    dim 32 runs the D = 64 kernels on zero-padded q, k, v, w; values and gradients (sliced back to 32)
+    match the reference, the scale stays 32 ** -0.5."""
+    try:
+        from kernel_bounds import bounds_checking
+    except ImportError:
+        from tests.kernel_bounds import bounds_checking
+    import kernels._path as kp
+    seen = []
+    real_fwd = kp._forward_impl
+
+    def fwd(q, *a, **k):
+        seen.append(q.shape[-1])
+        return real_fwd(q, *a, **k)
+    monkeypatch.setattr(kp, "_forward_impl", fwd)
+    monkeypatch.setenv("PATH_KERNELS_PAD_D32", "1")
+    with bounds_checking():
+        _check_against_reference(2, 45, 4, 2, 32, True, 16, 2, seed=31)
+    assert seen and all(d == 64 for d in seen)
+    monkeypatch.setenv("PATH_KERNELS_PAD_D32", "0")
+    seen.clear()
+    _check_against_reference(1, 20, 2, 1, 32, True, 16, 1, seed=32)
+    assert seen and all(d == 32 for d in seen)
