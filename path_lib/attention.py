@@ -113,14 +113,9 @@ def _parallel_scores(q, k, w, beta):
 
 
 def _prepare(q, k, v, w, beta, g, scale, check_values):
-    B, T, Hq, Hk, D = check_qkv(q, k, v)
+    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale)
     check_path_params(q, k, w, beta, g, check_values=check_values)
-    scale = check_scale(scale, D)
-    dt = _compute_dtype(q)
-    n_rep = Hq // Hk
-    qh = _heads_first(q, dt)
-    kh = _repeat_heads(_heads_first(k, dt), n_rep)
-    vh = _repeat_heads(_heads_first(v, dt), n_rep)
+    n_rep = q.shape[2] // k.shape[2]
     wh = _repeat_heads(_heads_first(w, dt), n_rep)
     bh = _repeat_heads(beta.to(dt).transpose(1, 2), n_rep)
     return qh, kh, vh, wh, bh, scale, dt

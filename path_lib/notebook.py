@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import urllib.request
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Optional, TypeVar
 from .provenance import provenance_label
 
 __all__ = ["REPOSITORY", "BRANCH", "DEVICE", "device", "pick_preset", "repo_root", "load_result",
-           "show_provenance"]
+           "show_provenance", "toc_files"]
 
 # Must agree with `repository:` in _config.yml and book/_templates/first_cell.py (a test checks).
 REPOSITORY = "https://github.com/path-attention/path-book"
@@ -83,3 +84,25 @@ def show_provenance(data: dict) -> None:
     from IPython.display import Markdown, display
 
     display(Markdown(f"*{provenance_label(data)}*"))
+
+
+def toc_files(root=None) -> list:
+    """Document names of the book's ``_toc.yml`` (root, then parts and chapters), in order, as written
+    there (relative to the repository root, suffix removed). Used by the build scripts and the tests."""
+    import yaml
+
+    root = Path(root) if root is not None else repo_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts") or []:
+        walk(part.get("chapters"))
+    return [re.sub(r"\.(ipynb|md)$", "", f) for f in files]

@@ -21,25 +21,14 @@ import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.executors import load_executor
 
+from path_lib.notebook import toc_files
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "_build" / ".jupyter_cache"
 
 
 def toc_notebooks() -> list[Path]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-            walk(e.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts") or []:
-        walk(part.get("chapters"))
-    paths = [ROOT / (f.removesuffix(".ipynb") + ".ipynb") for f in files]
+    paths = [ROOT / (f + ".ipynb") for f in toc_files(ROOT)]
     return [p for p in paths if p.exists()]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-import yaml
+from path_lib.notebook import toc_files
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
@@ -33,20 +33,7 @@ pytestmark = pytest.mark.browser
 
 def toc_pages() -> list[str]:
     """Document names (no suffix) in _toc.yml order."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                pages.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts") or []:
-        walk(part.get("chapters"))
-    return [re.sub(r"\.(ipynb|md)$", "", p) for p in pages]
+    return toc_files(ROOT)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from path_lib.notebook import toc_files as _toc_files
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -19,20 +21,7 @@ REPO_URL = CONFIG["repository"]["url"]
 
 
 def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-            walk(e.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts") or []:
-        walk(part.get("chapters"))
-    return files
+    return _toc_files(ROOT)
 
 
 def notebooks() -> list[Path]:
