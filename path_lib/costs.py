@@ -20,16 +20,20 @@ Functions:
     flash_attention_cost    causal softmax attention, FlashAttention style (the SDPA baseline)
     path_blockwise_cost     PaTH's blockwise algorithm, as ``path_attention(impl="blockwise")`` runs it
     path_allpairs_cost      PaTH's all-pairs UT form, as ``path_attention(impl="parallel")`` runs it
+    path_segmented_cost     the Triton kernel's forward (``kernels.path_attention``): the scan inside a
+                            segment of blocks, segment products between segments
     decode_step_cost        one generated token against a cache of ``t`` keys (PaTH or plain attention)
     backward_memory         what the backward pass keeps in global memory, by strategy
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 __all__ = ["Cost", "block_lengths", "ut_solve_flops", "flash_attention_cost", "path_blockwise_cost",
-           "path_allpairs_cost", "decode_step_cost", "backward_memory"]
+           "path_allpairs_cost", "path_segmented_cost", "default_seg_blocks", "decode_step_cost",
+           "backward_memory"]
 
 
 @dataclass
@@ -186,6 +190,65 @@ def path_allpairs_cost(T: int, D: int, Dv: Optional[int] = None) -> Cost:
     return Cost("PaTH all-pairs (UT)", flops, hbm, ["ut_matrix", "QK", "QW", "WK", "logits"], 0)
 
 
+def default_seg_blocks(T: int, D: int, block_size: int = 64) -> int:
+    """Blocks per segment that ``kernels.path_attention`` picks by default: about ``sqrt(2 T / D)``
+    segments (so the ``D x D`` segment-pair products stay below ``T D`` memory), at least 2 blocks each."""
+    n = max(1, -(-T // block_size))
+    ns_max = max(1, int(math.sqrt(2.0 * n * block_size / D)))
+    return max(2, -(-n // ns_max))
+
+
+def path_segmented_cost(T: int, D: int, *, block_size: int = 64, seg_blocks: Optional[int] = None) -> Cost:
+    """The forward of the Triton kernel (``kernels/_triton_kernels.py:_fwd_kernel`` and the float32
+    precomputation ``kernels/_path.py:_precompute``), which refines the blockwise scan with *segments*.
+
+    The sequence is padded to whole blocks of ``L = block_size`` and grouped into segments of
+    ``SB = seg_blocks`` blocks. A query block scans its own segment as the blockwise algorithm does
+    (``8 L^2 D`` per key block: logits, values and the two thin query updates). Keys of an earlier
+    segment are precomputed *moved to their segment's end*, so the queries cross a whole segment with
+    one ``D x D`` product (``2 L D^2``) and meet its keys with plain attention (``4 L^2 D`` per key
+    block, as FlashAttention). The query-update work is then ``O(T * SB L * D + T * NS * D^2)``
+    instead of ``O(T^2 D)``: sub-quadratic when ``SB L ~ sqrt(T D)``, so for long sequences the
+    kernel's operation count tends to FlashAttention's, not to twice it.
+
+    Parts: ``"kernel_diagonal"``, ``"kernel_own_segment"``, ``"kernel_earlier_segments"`` (the
+    attention products of the forward kernel's loops, checked in ``tests/test_costs.py`` against a
+    tile-by-tile emulation), ``"kernel_segment_moves"`` (the ``D x D`` products), ``"precompute"`` (a
+    model of the float32 precomputation, counted as dense products: per-block UT factors, block
+    products ``P = I - W^T T W``, segment suffix products, keys moved to segment ends, segment-pair
+    products; the kernel may organise this phase differently, and it is a few percent of the total
+    for long sequences), ``"ut_solve"``. Requires ``Dv = D`` (as the kernel does).
+    """
+    _check_sizes(T, D, None)
+    L = block_size
+    NB = max(1, -(-T // L)) if T else 0
+    SB = default_seg_blocks(T, D, L) if seg_blocks is None else seg_blocks
+    if not isinstance(SB, int) or SB < 1:
+        raise ValueError(f"seg_blocks must be a positive int, got {SB!r}")
+    NS = -(-NB // SB) if NB else 0
+    diag = own = earlier = moves = 0
+    for c in range(NB):
+        diag += 2 * L * L * D * 4 + 2 * L ** 3          # q w^T, (.) TW, q k^T, p v; (.) M
+        own += 8 * L * L * D * (c - (c // SB) * SB)      # blocks of its own segment, to its left
+        ks = c // SB                                     # earlier segments
+        earlier += 4 * L * L * D * SB * ks
+        moves += 2 * L * D * D * max(ks - 1, 0)          # q <- q Seg_k, for k = ks-1 ... 1
+    pre = NB * (2 * L * L * D * 4 + 2 * L ** 3 + 2 * L * D * D)   # W W^T, T W, W K^T, T C, M^T W; W^T TW
+    pre += NS * SB * 2 * D ** 3                                    # suffix products R and Seg
+    pre += NS * SB * 2 * L * D * D                                 # keys moved to the segment's end
+    pre += (max(NS - 2, 0) * max(NS - 1, 0) // 2) * 2 * D ** 3     # segment-pair products Om
+    flops = {"kernel_diagonal": diag, "kernel_own_segment": own, "kernel_earlier_segments": earlier,
+             "kernel_segment_moves": moves, "precompute": pre, "ut_solve": NB * ut_solve_flops(L)}
+    Tp = NB * L
+    hbm = {"q": T * D, "k": T * D, "v": T * D, "w": T * D, "beta": T, "o": T * D,
+           "TW": Tp * D, "keys_to_block_end": Tp * D, "keys_to_segment_end": Tp * D,
+           "ut_and_M_matrices": 2 * NB * L * L, "segment_products": NS * D * D,
+           "segment_pair_products": max(NS * (NS - 1) // 2, 1) * D * D, "lse": Tp, "q0": Tp * D}
+    extra = [k for k in hbm if k not in ("q", "k", "v", "w", "beta", "o")]
+    sram = L * D * 2 + L * D * 4 + L * L * 3 + D * D + 2 * L   # q, qs; k, v, w, TW tiles; s, bm, M; Seg
+    return Cost("PaTH Triton kernel (segmented)", flops, hbm, extra, sram)
+
+
 def decode_step_cost(t: int, D: int, Dv: Optional[int] = None, *, path: bool = True) -> Cost:
     """One generated token attending to a cache of ``t`` keys (after the new key is appended).
 
@@ -215,10 +278,25 @@ def backward_memory(T: int, D: int, Dv: Optional[int] = None, *, method: str = "
       or kept, plus ``dq`` accumulated across key blocks and the two ``T`` vectors: ``O(T D)``.
     * ``"checkpoint"``: queries materialised at every ``boundary``-token boundary for every later
       query (fla's strategy, PATH_NOTES section 4): about ``T^2 / boundary * D / 2``, i.e. ``O(T^2 D / boundary)``.
+    * ``"kernel"``: an upper estimate (every buffer alive at once) of what this project's Triton
+      backward holds, read off ``kernels/_path.py`` (``_PathAttnFn``) when this count was written
+      (``Dv = D``; the kernel changes faster than this docstring, and measured peaks on a GPU are the
+      authority). Saved by the forward: the query states at segment starts ``q0``, ``T W``, keys at
+      block and segment ends (``4 T D``), three ``L x L`` matrices per block (``3 T L``), the segment and
+      segment-pair ``D x D`` products, the log-sum-exp. Allocated by the backward: ``dq0, dks, dv, dq,
+      dk, dka, dw`` and a scratch (``8 T D``), three chain-rule buffers (``3 T D``), ``dT`` (``T L``), the
+      per-block suffix products (``D x D`` each), ``dSeg``, ``delta`` and ``dg``.
+      About ``15 T D + 4 T L``: ``O(T D)``, with ``L = block_size`` and ``default_seg_blocks`` segments.
     """
     Dv = _check_sizes(T, D, Dv)
     if method == "flash":
         return 2 * T
+    if method == "kernel":
+        L = block_size
+        Tp = -(-T // L) * L
+        NS = -(-(Tp // L) // default_seg_blocks(T, D, L)) if T else 0
+        mats = (2 * NS + max(NS * (NS - 1) // 2, 1) + Tp // L) * D * D
+        return 15 * Tp * D + 4 * Tp * L + mats + 3 * Tp
     Ls = block_lengths(T, block_size)
     per_block = 2 * T * D + sum(L * L for L in Ls)
     if method == "recompute":
@@ -230,4 +308,4 @@ def backward_memory(T: int, D: int, Dv: Optional[int] = None, *, method: str = "
         n, r = divmod(T, boundary)
         stored = boundary * n * (n - 1) // 2 + r * n
         return per_block + stored * D + 2 * T
-    raise ValueError(f"method must be one of ('flash', 'recompute', 'checkpoint'), got {method!r}")
+    raise ValueError(f"method must be one of ('flash', 'recompute', 'checkpoint', 'kernel'), got {method!r}")
