@@ -136,3 +136,20 @@ def check_choice(value, name: str, choices: Sequence[str]) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
     return value
+
+
+def check_tokens(tokens, vocab_size: int, *, ndim: int = 2, min_len: int = 0, name: str = "tokens",
+                 vocab_names: Optional[str] = None) -> None:
+    """Token ids: an integer tensor with ``ndim`` dims (last one at least ``min_len`` long), values in
+    ``[0, vocab_size)``."""
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tokens).__name__}")
+    if tokens.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must be an integer tensor, got {tokens.dtype}")
+    if tokens.dim() != ndim or (ndim > 1 and tokens.shape[-1] < min_len):
+        shape = "[B, T]" if ndim == 2 else "[B]"
+        extra = f" with T >= {min_len}" if min_len and ndim == 2 else ""
+        raise ValueError(f"{name} must have shape {shape}{extra}, got {tuple(tokens.shape)}")
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        suffix = f" ({vocab_names})" if vocab_names else ""
+        raise ValueError(f"{name} must lie in [0, {vocab_size}){suffix}")

@@ -64,7 +64,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 
-from ._checks import check_choice
+from ._checks import check_choice, check_tokens
 from .attention import path_attention, rope_attention
 
 __all__ = [
@@ -231,14 +231,7 @@ class SwapWordProblemModel(nn.Module):
         if fixed_point_bits is not None and (isinstance(fixed_point_bits, bool)
                                              or not isinstance(fixed_point_bits, int) or fixed_point_bits < 1):
             raise ValueError(f"fixed_point_bits must be a positive int or None, got {fixed_point_bits!r}")
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
-        if tokens.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
-        if tokens.dim() != 2 or tokens.shape[1] < 1:
-            raise ValueError(f"tokens must have shape [B, T] with T >= 1, got {tuple(tokens.shape)}")
-        if int(tokens.min()) < 0 or int(tokens.max()) >= len(VOCAB):
-            raise ValueError(f"tokens must lie in [0, {len(VOCAB)})")
+        check_tokens(tokens, len(VOCAB), min_len=1)
         if bool((tokens[:, 0] != 0).any()) or bool((tokens[:, 1:] == 0).any()):
             raise ValueError("tokens must start with '#' (id 0) and contain it only at position 0")
         B, T = tokens.shape
@@ -372,14 +365,7 @@ class FlipFlopPaTHModel(nn.Module):
         self.to(dtype)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
-        if tokens.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
-        if tokens.dim() != 2 or tokens.shape[1] < 1:
-            raise ValueError(f"tokens must have shape [B, T] with T >= 1, got {tuple(tokens.shape)}")
-        if int(tokens.min()) < 0 or int(tokens.max()) >= 5:
-            raise ValueError("tokens must lie in [0, 5) (w, r, i, 0, 1)")
+        check_tokens(tokens, 5, min_len=1, vocab_names="w, r, i, 0, 1")
         B, T = tokens.shape
         scale = 2.0 * math.log(T) + 5.0
         x = self.embed(tokens)                                    # [B, T, 5]

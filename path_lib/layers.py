@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import check_choice, check_tensor
+from ._checks import check_choice, check_tensor, check_tokens
 from .attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
                         softmax_attention, alibi_attention)
 from .decoding import PaTHCache
@@ -379,14 +379,7 @@ class TinyLM(nn.Module):
             _init_linear(self.head)
 
     def _check_tokens(self, tokens, ndim):
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
-        if tokens.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
-        if tokens.dim() != ndim:
-            raise ValueError(f"tokens must have {ndim} dimensions, got shape {tuple(tokens.shape)}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            raise ValueError(f"tokens must lie in [0, {self.vocab_size})")
+        check_tokens(tokens, self.vocab_size, ndim=ndim)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         self._check_tokens(tokens, 2)
