@@ -18,7 +18,7 @@ from typing import Optional, TypeVar
 from .provenance import provenance_label
 
 __all__ = ["REPOSITORY", "BRANCH", "DEVICE", "device", "pick_preset", "repo_root", "load_result",
-           "show_provenance", "toc_files"]
+           "show_provenance", "latest_result", "toc_files"]
 
 # Must agree with `repository:` in _config.yml and book/_templates/first_cell.py (a test checks).
 REPOSITORY = "https://github.com/path-attention/path-book"
@@ -77,6 +77,27 @@ def load_result(relpath: str) -> dict:
     if "provenance" not in data:
         raise ValueError(f"{relpath} has no provenance block")
     return data
+
+
+def latest_result(pattern: str, folder: str = "benchmarks/results"):
+    """The recorded result in ``folder`` (of the checkout) whose file name matches ``pattern`` and whose
+    provenance date is the latest, as ``(file name, data)``; ``(None, None)`` when there is none
+    (or no checkout). Files without a provenance block are not recorded results and are skipped."""
+    root = repo_root()
+    if root is None:
+        return None, None
+    found = []
+    for path in (root / folder).glob(pattern):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "provenance" in data:
+            found.append((data["provenance"].get("date", ""), path.name, data))
+    if not found:
+        return None, None
+    _, name, data = max(found, key=lambda x: x[0])
+    return name, data
 
 
 def show_provenance(data: dict) -> None:
