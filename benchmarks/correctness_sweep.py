@@ -223,6 +223,12 @@ def main():
             print("CUDA fault: exiting with status 3 (rerun with --resume in a fresh process)", flush=True)
             sys.stdout.flush()
             os._exit(3)
+    def record(r):
+        """Append a special case's result (long T, keys to the end), print it, save; returns passes."""
+        results.append(r)
+        print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['name']}", r.get("errors", r.get("error")), flush=True)
+        return save()
+
     for name, kw in cases:
         if name in done or (name == "LONG" and "long_T_forward" in done):
             continue
@@ -232,9 +238,7 @@ def main():
                     r = long_forward(gen)
                 except Exception as e:
                     r = dict(name="long_T_forward", ok=False, error=repr(e)[:1500])
-                results.append(r)
-                print(f"{'OK  ' if r['ok'] else 'FAIL'} long_T_forward", r.get("errors", r.get("error")), flush=True)
-                save()
+                record(r)
                 fatal(r)
             continue
         try:
@@ -255,9 +259,7 @@ def main():
         r = keys_to_end_case(gen)
     except Exception as e:
         r = dict(name="transform_keys_to_end", ok=False, error=repr(e)[:500])
-    results.append(r)
-    print(f"{'OK  ' if r['ok'] else 'FAIL'} transform_keys_to_end", r.get("errors", r.get("error")), flush=True)
-    n_ok = save()
+    n_ok = record(r)
     print(f"{n_ok}/{len(results)} cases within tolerance", flush=True)
     return 0 if n_ok == len(results) else 1
 

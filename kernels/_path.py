@@ -381,6 +381,22 @@ def _no_fit(q, e):
                         f"16-token blocks and one segment ({e}); use float16 or a smaller head dim here")
 
 
+def _retry_smaller(q, BT, SB, attempt):
+    """Run ``attempt(BT, SB)``; if a kernel does not fit the device's shared memory (an
+    ``OutOfResources`` at launch), retry with the next smaller configuration. Returns
+    ``(result, BT, SB)`` with the configuration that ran."""
+    while True:
+        try:
+            return attempt(BT, SB), BT, SB
+        except Exception as e:
+            if not _is_oor(e):
+                raise
+            nxt = _next_config(q, BT, SB)
+            if nxt is None:
+                raise _no_fit(q, e) from e
+            BT, SB = nxt
+
+
 class _PathAttnFn(torch.autograd.Function):
     """Autograd wrapper over padded inputs (T a multiple of BT). If a kernel does not fit the device's
     shared memory (an ``OutOfResources`` at launch, before any work), the block length is halved and the
@@ -388,17 +404,8 @@ class _PathAttnFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, w, beta, G, scale, BT, SB, warps):
-        while True:
-            try:
-                o, saved = _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps)
-                break
-            except Exception as e:
-                if not _is_oor(e):
-                    raise
-                nxt = _next_config(q, BT, SB)
-                if nxt is None:
-                    raise _no_fit(q, e) from e
-                BT, SB = nxt
+        (o, saved), BT, SB = _retry_smaller(
+            q, BT, SB, lambda bt, sb: _forward_impl(q, k, v, w, beta, G, scale, bt, sb, warps))
         ctx.save_for_backward(*saved)
         ctx.cfg = (scale, BT, SB, warps, G is not None)
         return o
@@ -408,19 +415,14 @@ class _PathAttnFn(torch.autograd.Function):
         saved = ctx.saved_tensors
         scale, BT, SB, warps, has_g = ctx.cfg
         q, k, v, wf, bf, Gh = saved[:6]
-        while True:
-            try:
-                grads = _backward_impl(saved, do, scale, BT, SB, warps, has_g)
-                break
-            except Exception as e:
-                if not _is_oor(e):
-                    raise
-                nxt = _next_config(q, BT, SB)
-                if nxt is None:
-                    raise _no_fit(q, e) from e
-                BT, SB = nxt
+        def attempt(bt, sb):
+            cur = saved
+            if (bt, sb) != (BT, SB):  # a smaller block: recompute the forward factors at its size
                 G = Gh.transpose(1, 2) if has_g else None
-                _, saved = _forward_impl(q, k, v, wf, bf, G, scale, BT, SB, warps)
+                cur = _forward_impl(q, k, v, wf, bf, G, scale, bt, sb, warps)[1]
+            return _backward_impl(cur, do, scale, bt, sb, warps, has_g)
+
+        grads, _, _ = _retry_smaller(q, BT, SB, attempt)
         return (*grads, None, None, None, None)
 
 
