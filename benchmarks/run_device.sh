@@ -1,54 +1,60 @@
 #!/usr/bin/env bash
-# One device call: correctness sweep first, then the benchmark with the time that is left; logs and JSON
-# under $OUT (or benchmarks/results).
-# Needs fla-core's wheel in .whl/ (python3 -m pip download --no-deps fla-core==0.6.0 -d .whl) and
-# `carry: [".whl"]` on the device tool. The device copy has no git: pass the commit for provenance,
-# e.g. run "PATH_BOOK_COMMIT=<git rev-parse HEAD output> bash benchmarks/run_device.sh" (a git-ignored
-# .commit file only travels when `carry` names it: carry [".whl", ".commit"]; v3 recorded "unknown").
-# Usage: bash benchmarks/run_device.sh [--full]
-#   PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560; the sweep gets what it needs,
-#   the benchmark only what is left, and is skipped under 60 s).
-# A CUDA fault poisons the process: the sweep then exits with status 3 and is resumed in a fresh
-# process (the faulting case recorded with the kernel's name: PATH_KERNELS_SYNC=1).
+# One device call for the kernels: the correctness sweep (sharded over parallel processes, so the Triton
+# compiles run in parallel), then optionally the per-kernel profile and the benchmark, with the time left.
+# Logs and JSON under $OUT (or benchmarks/results); at most 8 files come back from a device call, so the
+# shard files stay in /tmp and only the merged sweep is written to $OUT.
+#
+# Needs fla-core's wheel in .whl/ for the fla comparison
+# (python3 -m pip download --no-deps fla-core==0.6.0 -d .whl) and `carry: [".whl"]` on the device tool.
+# The device copy has no git: pass the commit for provenance, e.g.
+#   PATH_BOOK_COMMIT=$(git rev-parse HEAD) bash benchmarks/run_device.sh sweep,profile
+# Usage: bash benchmarks/run_device.sh [STEPS]   STEPS: comma list of sweep, profile, bench, bench-full
+#   (default sweep,bench). PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
+#   PATH_SWEEP_SHARDS: parallel sweep processes (default 7).
+# A CUDA fault poisons a process: a shard then exits with status 3 and is resumed in a fresh process
+# (the faulting case recorded with the kernel's name: PATH_KERNELS_SYNC=1).
 set -o pipefail
 OUTDIR=${OUT:-benchmarks/results}
 export PYTHONUNBUFFERED=1
 BUDGET=${PATH_DEVICE_BUDGET_S:-560}
+STEPS=",${1:-sweep,bench},"
+SHARDS=${PATH_SWEEP_SHARDS:-7}
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PWD:/tmp/site
 fi
 export PYTHONPATH=${PYTHONPATH:-$PWD}
-TS="1024,4096,16384"            # fits one 10-minute call with the sweep's compiles
-[ "$1" = "--full" ] && TS="1024,2048,4096,8192,16384"
 left() { echo $(( BUDGET - SECONDS )); }
-RESUME=""
-for attempt in 1 2 3 4 5 6; do
-  [ "$(left)" -lt $(( ${PATH_DIAG_RESERVE_S:-60} + 20 )) ] && break
-  PATH_KERNELS_SYNC=1 timeout $(( $(left) - ${PATH_DIAG_RESERVE_S:-60} )) python3 benchmarks/correctness_sweep.py $RESUME \
-    --out "$OUTDIR/correctness_sweep.json" 2>&1 | grep -v -i warn | tee -a "$OUTDIR/sweep.log"
-  rc=$?
-  echo "sweep attempt $attempt: exit $rc at ${SECONDS}s" | tee -a "$OUTDIR/sweep.log"
-  [ $rc -eq 3 ] || break
-  RESUME="--resume"
-done
-# diagnosis: head dim 32 natively (the Hopper work-around off), each in a fresh process since a fault
-# poisons it; with grouped-query heads (the sweep's first case), then without; then under
-# compute-sanitizer (which works on some runtimes only)
-for args in "--Hq 4 --Hk 2" "--Hq 2 --Hk 2"; do
-  [ "$(left)" -lt 30 ] && break
-  echo "== native D=32 $args" | tee -a "$OUTDIR/diag.log"
-  PATH_KERNELS_PAD_D32=0 PATH_KERNELS_SYNC=1 timeout $(( $(left) - 5 )) python3 benchmarks/fault_case.py $args 2>&1 \
-    | grep -v -i warn | tail -n 12 | tee -a "$OUTDIR/diag.log"
-done
-if command -v compute-sanitizer >/dev/null && [ "$(left)" -ge 60 ]; then
-  echo "== compute-sanitizer, native D=32" | tee -a "$OUTDIR/diag.log"
-  PATH_KERNELS_PAD_D32=0 timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 6 \
-    python3 benchmarks/fault_case.py 2>&1 | grep -v -i warn | tail -n 60 | tee -a "$OUTDIR/diag.log"
+has() { [[ "$STEPS" == *",$1,"* ]]; }
+
+if has sweep; then
+  mkdir -p /tmp/sweep
+  for k in $(seq 0 $(( SHARDS - 1 ))); do
+    (
+      RESUME=""
+      for attempt in 1 2 3 4; do
+        PATH_KERNELS_SYNC=1 timeout $(( $(left) - 60 )) python3 benchmarks/correctness_sweep.py --shard "$k/$SHARDS" \
+          $RESUME --out "/tmp/sweep/shard_$k.json" >> "/tmp/sweep/shard_$k.log" 2>&1
+        rc=$?
+        echo "shard $k attempt $attempt: exit $rc at ${SECONDS}s" >> "/tmp/sweep/shard_$k.log"
+        [ $rc -eq 3 ] || break
+        RESUME="--resume"
+      done
+    ) &
+  done
+  wait
+  for k in $(seq 0 $(( SHARDS - 1 ))); do grep -v -i warn "/tmp/sweep/shard_$k.log"; done | tee "$OUTDIR/sweep.log"
+  python3 benchmarks/correctness_sweep.py --merge /tmp/sweep/shard_*.json --out "$OUTDIR/correctness_sweep.json" \
+    | tee -a "$OUTDIR/sweep.log"
 fi
-if [ "$(left)" -ge 60 ]; then
+if has profile && [ "$(left)" -ge 60 ]; then
+  timeout $(( $(left) - 5 )) python3 benchmarks/profile_parts.py --out "$OUTDIR/profile_parts.json" \
+    ${PATH_PROFILE_ARGS:-} 2>&1 | grep -v -i warn | tee "$OUTDIR/profile.log"
+fi
+if { has bench || has bench-full; } && [ "$(left)" -ge 60 ]; then
+  TS="1024,4096,16384"
+  has bench-full && TS="1024,2048,4096,8192,16384"
   timeout $(( $(left) - 5 )) python3 benchmarks/bench_path.py --Ts "$TS" --out "$OUTDIR/bench_path.json" 2>&1 \
     | tee "$OUTDIR/bench.log" | grep -v "^{'D'"
-else
-  echo "benchmark skipped: $(left) s left of the ${BUDGET} s budget" | tee "$OUTDIR/bench.log"
 fi
+echo "run_device.sh done at ${SECONDS}s"

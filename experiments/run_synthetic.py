@@ -81,6 +81,7 @@ def run_job(job: dict) -> dict:
             preset.model["n_layers"] = job["n_layers"]
         if job.get("n_back"):
             preset.task["n_back"] = job["n_back"]
+        preset = apply_overrides(preset, job["task"], job.get("overrides") or {})
         eval_sets = task_eval_sets(job["task"], preset)
         if job["task"] == "a5":   # also at twice the training length: does accuracy fall with position?
             long_sets = task_eval_sets("a5", preset, seed=777, length=2 * preset.task["length"])
@@ -93,12 +94,29 @@ def run_job(job: dict) -> dict:
         res = train_task(job["task"], job["attention"], preset, device=job["device"], progress=False,
                          eval_sets=eval_sets, time_limit_s=budget, per_position=job["task"] == "a5", **kw)
         res["history"] = res["history"][:: max(1, len(res["history"]) // 50)]
-        res["evals"] = []
+        res["evals"] = [{"step": e["step"], **{k: round(v["accuracy"], 5) for k, v in e.items() if k != "step"}}
+                        for e in res["evals"]]   # the learning curve: accuracy per eval set
         res.update({"job": {k: v for k, v in job.items() if k not in ("deadline",)},
                     "wall_seconds": time.time() - t0, "time_budget_s": budget})
         return res
     except Exception:
         return {"job": {k: v for k, v in job.items() if k != "deadline"}, "error": traceback.format_exc()}
+
+
+def apply_overrides(preset, task: str, ov: dict):
+    """The command line's overrides of a preset: ``lr``, ``steps`` (the cap; the time budget may cut
+    it), ``eval_every``, ``batch_size``, and per task ``length`` (A5's sequence length)."""
+    import dataclasses
+    cfg = preset.config
+    cfg_kw = {k: ov[k] for k in ("lr", "steps", "eval_every") if ov.get(k) is not None}
+    if cfg_kw:
+        cfg = dataclasses.replace(cfg, **cfg_kw)
+    preset = preset.replace(config=cfg)
+    if ov.get("batch_size"):
+        preset = preset.replace(batch_size=ov["batch_size"])
+    if task == "a5" and ov.get("a5_length"):
+        preset.task["length"] = ov["a5_length"]
+    return preset
 
 
 def job_tag(j: dict) -> str:
@@ -145,6 +163,11 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS), help="models for flip-flop and A5")
     ap.add_argument("--backend", choices=["auto", "triton", "blockwise"], default="auto",
                     help="PaTH backend: auto = Triton kernels if they pass a check at every head dim")
+    ap.add_argument("--lr", type=float, default=None, help="override the presets' learning rate")
+    ap.add_argument("--steps", type=int, default=None, help="override the presets' step cap")
+    ap.add_argument("--eval-every", type=int, default=None, help="evaluate every this many steps (curves)")
+    ap.add_argument("--batch-size", type=int, default=None, help="override the presets' batch size")
+    ap.add_argument("--a5-length", type=int, default=None, help="override A5's sequence length")
     ap.add_argument("--merge-from", default=None,
                     help="folder of earlier JSONs: keep their successful runs not re-run here "
                          "(their provenance is kept under 'merged_from')")
@@ -161,7 +184,10 @@ def main(argv=None):
     tasks = args.tasks.split(",")
     B = args.budget_s
     jobs = []
-    common = {"preset": args.preset, "device": device, "backend": backend, "deadline": deadline}
+    overrides = {"lr": args.lr, "steps": args.steps, "eval_every": args.eval_every,
+                 "batch_size": args.batch_size, "a5_length": args.a5_length}
+    common = {"preset": args.preset, "device": device, "backend": backend, "deadline": deadline,
+              "overrides": {k: v for k, v in overrides.items() if v is not None}}
     # priority order: flip-flop (the headline table), MQRAR PaTH, A5, MQRAR RoPE
     if "flip_flop" in tasks:
         jobs += [dict(common, task="flip_flop", attention=m, budget_s=0.55 * B, eval_margin_s=15)
