@@ -163,6 +163,8 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS), help="models for flip-flop and A5")
     ap.add_argument("--backend", choices=["auto", "triton", "blockwise"], default="auto",
                     help="PaTH backend: auto = Triton kernels if they pass a check at every head dim")
+    ap.add_argument("--job-budget-s", type=float, default=None,
+                    help="training seconds of every job (default: a fraction of --budget-s per task)")
     ap.add_argument("--lr", type=float, default=None, help="override the presets' learning rate")
     ap.add_argument("--steps", type=int, default=None, help="override the presets' step cap")
     ap.add_argument("--eval-every", type=int, default=None, help="evaluate every this many steps (curves)")
@@ -203,6 +205,9 @@ def main(argv=None):
         jobs += [dict(common, task="mqrar", attention=m, n_back=n, budget_s=0.35 * B, eval_margin_s=15)
                  for m in mq_models if m != "path" for n in (1, 2, 3, 4)]
 
+    if args.job_budget_s:
+        for j in jobs:
+            j["budget_s"] = args.job_budget_s
     out_dir = Path(args.out)
     results = {t: [] for t in tasks}
     files = {"flip_flop": "flip_flop.json", "a5": "a5_layers.json", "mqrar": "mqrar.json"}
