@@ -178,6 +178,7 @@ def main(argv=None):
     import torch
     from path_lib.train import save_result
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    tasks = args.tasks.split(",")
     if args.backend == "auto":   # check the kernels at the head dims these runs use
         from path_lib.train import task_preset
         dims = sorted({task_preset(t, args.preset).model["d_model"] // task_preset(t, args.preset).model["n_heads"]
@@ -185,12 +186,10 @@ def main(argv=None):
         backend = pick_path_backend(device, head_dims=tuple(dims))
     else:
         backend = args.backend
-    tasks = args.tasks.split(",")
     command = "python3 experiments/run_synthetic.py " + " ".join(sys.argv[1:] if argv is None else argv)
     print(f"device={device} path backend={backend} workers={args.workers}", flush=True)
     t_start = time.time()
     deadline = t_start + args.budget_s
-    tasks = args.tasks.split(",")
     B = args.budget_s
     jobs = []
     overrides = {"lr": args.lr, "steps": args.steps, "eval_every": args.eval_every,
