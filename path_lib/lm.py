@@ -9,13 +9,15 @@ The pieces, usable on their own:
   accumulated-rotation variants of :mod:`path_lib.rotations`).
 * :class:`LMConfig` and :data:`PRESETS` (``"tiny"``: CPU, the book build; ``"full"``: one H200).
 * :func:`train_model`: AdamW, warmup + cosine, gradient clipping, fixed number of steps; a fraction
-  ``probe_mix`` of each batch is phonebook text at the training length (so the probe measures how a
-  skill learned at the training length survives longer contexts).
-* :func:`evaluate_lengths`: mean next-byte loss on validation windows of growing length, over all
-  positions and over the last ``train_len`` positions (those with the longest contexts).
-* :func:`make_phonebook`, :func:`probe_retrieval`: a byte-level phonebook written as Python, queried
-  once at the end; exact match of the 5-digit answer under teacher forcing, which equals exact match
-  of greedy generation (the first wrong digit is the first place where they could differ).
+  ``probe_mix`` of each batch is a passkey example at the training length (so the probe measures how
+  a skill learned at the training length survives longer contexts).
+* :func:`evaluate_lengths`: next-byte loss on the *same* validation bytes with contexts of growing
+  length (so the ratio changes only through the context).
+* :func:`make_passkey`, :func:`probe_retrieval`: a passkey hidden at a random depth in real code and
+  asked for at the end (RULER's single needle); exact match of the 5 digits under teacher forcing,
+  which equals exact match of greedy generation (the first wrong digit is the first place where they
+  could differ).
+* :func:`run_model`: train, evaluate and probe one model; :func:`run_experiment` runs them all.
 * :data:`PAPER_B_RATIOS`, :data:`PAPER_A_CURVES`: the papers' numbers and statements, for side-by-side
   tables, always labelled as the papers'.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -34,8 +37,8 @@ from .corpus import Corpus, encode, load_stdlib_corpus, sample_windows
 from .layers import TinyLM
 
 __all__ = ["MODELS", "LMConfig", "PRESETS", "PAPER_B_RATIOS", "PAPER_A_CURVES", "build_model",
-           "path_backend", "time_step", "train_model", "evaluate_lengths", "make_phonebook", "phonebook_batch",
-           "probe_retrieval", "run_experiment", "ratio_table"]
+           "path_backend", "pick_backend", "time_step", "train_model", "evaluate_lengths", "make_passkey",
+           "passkey_batch", "probe_retrieval", "run_model", "run_experiment", "summary_line", "ratio_table"]
 
 MODELS: Dict[str, dict] = {
     "NoPE": dict(attention="nope"),
@@ -101,12 +104,12 @@ PRESETS: Dict[str, LMConfig] = {
     "tiny": LMConfig(d_model=64, n_layers=2, n_heads=2, train_len=64, batch=16, steps=120, lr=3e-3,
                      warmup=15, eval_mults=(1, 2, 4, 8), eval_tokens=2048, probe_mults=(1, 2, 4),
                      probe_examples=12, corpus_bytes=2_000_000),
-    # One H200: ~25 s of training per model (equal steps for all, set by the slowest model).
-    "full": LMConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64, steps=3000, lr=2e-3,
-                     warmup=60, eval_mults=(1, 2, 4, 8, 16, 32, 64), eval_tokens=65536,
-                     eval_chunk_tokens=32768, probe_mults=(1, 2, 4, 8, 16), probe_examples=32,
-                     corpus_bytes=32_000_000, train_seconds=22.0, path_block_size_train=128,
-                     path_block_size_eval=256),
+    # One H200, the nine models in parallel processes (experiments/run_lm.py --workers 9): 1200 equal
+    # steps (a time limit stops a model early only as a safety, and the record says so).
+    "full": LMConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64, steps=1200, lr=2e-3,
+                     warmup=60, eval_mults=(1, 2, 4, 8, 16, 32, 64), eval_tokens=16384,
+                     eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16), probe_examples=64,
+                     corpus_bytes=32_000_000, path_block_size_train=128, path_block_size_eval=256),
 }
 
 
@@ -145,67 +148,60 @@ def _set_path_block_size(model: TinyLM, block_size: int) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# the phonebook probe
+# the passkey probe (RULER's single needle in a haystack, in code)
 # ----------------------------------------------------------------------------------------------
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+PASSKEY_CUE = "\n# the passkey is "
 
 
-def make_phonebook(length: int, generator: torch.Generator):
-    """One phonebook of exactly ``length`` bytes, written as Python, queried at the end.
+def make_passkey(length: int, filler: torch.Tensor, generator: torch.Generator):
+    """One passkey example of exactly ``length`` bytes: real code as the haystack, one needle line
+    ``# the passkey is 48213`` at a uniformly random depth, and the same cue at the very end::
 
-    Layout (entries ``"name": number,`` with 4-letter names and 5-digit numbers, all names distinct,
-    newlines padding the front to reach ``length``)::
+        <code> \n# the passkey is 48213\n <code> \n# the passkey is 48213
 
-        book = {
-            "qzkd": 48213,
-            ...
-        }
-        assert book["qzkd"] == 48213
-
-    Returns ``(tokens [length] int64, answer_start)``: the answer's 5 digits are the last 5 bytes.
+    Args:
+        length: bytes in the example (at least 64).
+        filler: 1-D ``uint8`` bytes to cut the haystack from (a corpus split).
+        generator: a seeded CPU ``torch.Generator``.
+    Returns:
+        ``(tokens [length] int64, depth)``: the answer's 5 digits are the last 5 bytes; ``depth`` is the
+        needle's start as a fraction of the length (0 = the beginning).
     """
-    head, tail_fmt = "book = {\n", '}}\nassert book["{}"] == {}'
-    entry_len, tail_len = len('    "abcd": 12345,\n'), len(tail_fmt.format("abcd", "12345"))
-    n = (length - len(head) - tail_len) // entry_len
-    if n < 1:
-        raise ValueError(f"a phonebook needs length >= {len(head) + tail_len + entry_len}, got {length}")
-    names: List[str] = []
-    seen = set()
-    while len(names) < n:
-        idx = torch.randint(0, 26, (4,), generator=generator).tolist()
-        s = "".join(_LETTERS[i] for i in idx)
-        if s not in seen:
-            seen.add(s)
-            names.append(s)
-    numbers = torch.randint(10000, 100000, (n,), generator=generator).tolist()
-    q = int(torch.randint(0, n, (1,), generator=generator))
-    body = head + "".join(f'    "{a}": {b},\n' for a, b in zip(names, numbers))
-    text = body + tail_fmt.format(names[q], numbers[q])
-    text = "\n" * (length - len(text)) + text
-    tok = encode(text)
+    key = int(torch.randint(10000, 100000, (1,), generator=generator))
+    needle, query = encode(f"{PASSKEY_CUE}{key}\n"), encode(f"{PASSKEY_CUE}{key}")
+    n_hay = length - needle.numel() - query.numel()
+    if length < 64 or n_hay < 1:
+        raise ValueError(f"a passkey example needs length >= 64, got {length}")
+    if filler.dim() != 1 or filler.numel() < n_hay + 1:
+        raise ValueError(f"filler must be 1-D with more than {n_hay} bytes, got shape {tuple(filler.shape)}")
+    s0 = int(torch.randint(0, filler.numel() - n_hay, (1,), generator=generator))
+    hay = filler[s0:s0 + n_hay].long()
+    at = int(torch.randint(0, n_hay + 1, (1,), generator=generator))
+    tok = torch.cat([hay[:at], needle, hay[at:], query])
     assert tok.numel() == length
-    return tok, length - 5
+    return tok, at / length
 
 
-def phonebook_batch(n: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """``n`` phonebooks of ``length`` bytes stacked: ``[n, length]`` int64."""
-    return torch.stack([make_phonebook(length, generator)[0] for _ in range(n)])
+def passkey_batch(n: int, length: int, filler: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """``n`` passkey examples of ``length`` bytes stacked: ``[n, length]`` int64."""
+    return torch.stack([make_passkey(length, filler, generator)[0] for _ in range(n)])
 
 
 @torch.no_grad()
-def probe_retrieval(model: TinyLM, lengths: Sequence[int], n_examples: int, *, seed: int = 1234,
-                    device="cpu", chunk_tokens: int = 32768) -> dict:
-    """Exact-match and per-digit accuracy of the phonebook answer at each context length.
+def probe_retrieval(model: TinyLM, lengths: Sequence[int], n_examples: int, filler: torch.Tensor, *,
+                    seed: int = 1234, device="cpu", chunk_tokens: int = 32768) -> dict:
+    """Exact-match and per-digit accuracy of the passkey at each context length.
 
-    Teacher-forced argmax on the 5 answer digits; all 5 right = greedy generation exact match.
+    Teacher-forced argmax on the 5 answer digits; all 5 right = greedy generation exact match. The
+    examples at each length are seeded (the same for every model); ``filler`` should be held-out bytes.
     Returns ``{"lengths": [...], "exact": [...], "digit_acc": [...], "n": n_examples}``.
     """
     model.eval()
     out = {"lengths": [], "exact": [], "digit_acc": [], "n": n_examples}
     for L in lengths:
         g = torch.Generator().manual_seed(seed + L)
-        toks = phonebook_batch(n_examples, L, g)
+        toks = passkey_batch(n_examples, L, filler, g)
         per = max(1, chunk_tokens // L)
         correct = []
         for s in range(0, n_examples, per):
@@ -228,7 +224,7 @@ def _batch(corpus: Corpus, cfg: LMConfig, g: torch.Generator, device):
     x, y = sample_windows(corpus.train, cfg.batch, cfg.train_len, generator=g)
     n_pb = int(round(cfg.probe_mix * cfg.batch))
     if n_pb:
-        pb = phonebook_batch(n_pb, cfg.train_len + 1, g)
+        pb = passkey_batch(n_pb, cfg.train_len + 1, corpus.train, g)
         x[:n_pb], y[:n_pb] = pb[:, :-1], pb[:, 1:]
     return x.to(device), y.to(device)
 
@@ -241,11 +237,13 @@ def _lr(step: int, cfg: LMConfig, steps: int) -> float:
 
 
 def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional[int] = None, device="cpu",
-                log_every: int = 10, callback: Optional[Callable[[int, float], None]] = None) -> dict:
+                log_every: int = 10, callback: Optional[Callable[[int, float], None]] = None,
+                deadline: Optional[float] = None) -> dict:
     """Train ``model`` for ``steps`` (default ``cfg.steps``) AdamW steps on ``corpus.train``.
 
-    Returns ``{"steps", "seconds", "tokens", "loss_curve": [[step, loss], ...], "final_loss"}``
-    (``final_loss``: mean of the last 10% of steps' training losses, in nats per byte).
+    ``deadline``: a ``time.time()`` value at which training stops early (a safety for time-limited runs).
+    Returns ``{"steps", "steps_planned", "stopped_early", "seconds", "tokens", "loss_curve": [[step, loss],
+    ...], "final_loss"}`` (``final_loss``: mean of the last 10% of steps' training losses, nats per byte).
     """
     steps = cfg.steps if steps is None else steps
     model.train()
@@ -256,7 +254,11 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
     g = torch.Generator().manual_seed(cfg.seed + 1)
     curve, losses = [], []
     t0 = time.perf_counter()
+    planned, done = steps, 0
     for step in range(steps):
+        if deadline is not None and time.time() > deadline:
+            break
+        done = step + 1
         for group in opt.param_groups:
             group["lr"] = _lr(step, cfg, steps)
         x, y = _batch(corpus, cfg, g, device)
@@ -270,13 +272,13 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
             curve.append([step, lv])
             if callback is not None:
                 callback(step, lv)
-        if step >= steps - max(1, steps // 10):
-            losses.append(loss.detach())
+        losses.append(loss.detach())
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
-    return {"steps": steps, "seconds": seconds, "tokens": steps * cfg.batch * cfg.train_len,
-            "loss_curve": curve, "final_loss": float(torch.stack(losses).mean()) if losses else float("nan")}
+    return {"steps": done, "steps_planned": planned, "stopped_early": done < planned, "seconds": seconds,
+            "tokens": done * cfg.batch * cfg.train_len, "loss_curve": curve,
+            "final_loss": float(torch.stack(losses[-max(1, done // 10):]).mean()) if losses else float("nan")}
 
 
 def time_step(name: str, cfg: LMConfig, corpus: Corpus, *, device="cpu", path_backend_name="blockwise",
@@ -306,38 +308,89 @@ def time_step(name: str, cfg: LMConfig, corpus: Corpus, *, device="cpu", path_ba
 def evaluate_lengths(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], *, train_len: int,
                      tokens_per_length: int = 4096, chunk_tokens: int = 8192, seed: int = 4321,
                      device="cpu") -> dict:
-    """Validation loss at each context length (same windows for every model: seeded per length).
+    """Validation loss on the **same target bytes** with contexts of growing length.
+
+    ``ceil(tokens_per_length / train_len)`` target spans of ``train_len`` bytes are drawn once (seeded,
+    the same for every length and every model). At context length ``L`` each span is scored as the last
+    ``min(train_len, L)`` positions of the window of ``L`` bytes that ends with it, so a change of loss
+    with ``L`` comes only from the longer context, never from other, easier or harder, bytes.
 
     Args:
-        data: 1-D uint8 validation bytes.
-        lengths: window lengths to evaluate.
-        train_len: the training length; ``loss_last`` averages the last ``train_len`` positions.
-        tokens_per_length: ``ceil(tokens / L)`` windows per length (at least 1).
-        chunk_tokens: windows per forward, ``max(1, chunk_tokens // L)``.
+        data: 1-D uint8 validation bytes (longer than ``max(lengths)``).
+        lengths: context lengths to evaluate.
+        train_len: the training length (the span scored).
+        tokens_per_length: scored bytes per length.
+        chunk_tokens: windows per forward pass, ``max(1, chunk_tokens // L)``.
     Returns:
-        ``{"lengths", "loss", "loss_last", "ppl", "ppl_last", "windows"}`` (losses in nats per byte).
+        ``{"lengths", "loss", "ppl", "windows", "scored_bytes"}`` (loss in nats per byte).
     """
+    if data.dim() != 1 or data.numel() <= max(lengths):
+        raise ValueError(f"data must be 1-D with more than max(lengths) = {max(lengths)} bytes, "
+                         f"got shape {tuple(data.shape)}")
     model.eval()
-    out = {"lengths": [], "loss": [], "loss_last": [], "ppl": [], "ppl_last": [], "windows": []}
+    n = max(1, math.ceil(tokens_per_length / train_len))
+    g = torch.Generator().manual_seed(seed)
+    ends = torch.randint(max(lengths) + 1, data.numel() + 1, (n,), generator=g)   # exclusive ends
+    out = {"lengths": [], "loss": [], "ppl": [], "windows": [], "scored_bytes": []}
     for L in lengths:
-        g = torch.Generator().manual_seed(seed + L)
-        n = max(1, math.ceil(tokens_per_length / L))
-        x, y = sample_windows(data, n, L, generator=g)
+        span = min(train_len, L)
+        w = data[ends[:, None] - (L + 1) + torch.arange(L + 1)].long()          # [n, L + 1]
         per = max(1, chunk_tokens // L)
-        tot, tot_last = 0.0, 0.0
+        tot = 0.0
         for s in range(0, n, per):
-            xb, yb = x[s:s + per].to(device), y[s:s + per].to(device)
-            nll = F.cross_entropy(model(xb).float().flatten(0, 1), yb.flatten(), reduction="none").view(yb.shape)
-            tot += float(nll.sum())
-            tot_last += float(nll[:, -train_len:].sum())
-        loss, loss_last = tot / (n * L), tot_last / (n * min(train_len, L))
+            xb, yb = w[s:s + per, :-1].to(device), w[s:s + per, 1:].to(device)
+            logits = model(xb)[:, -span:].float()
+            tot += float(F.cross_entropy(logits.flatten(0, 1), yb[:, -span:].flatten(), reduction="sum"))
+        loss = tot / (n * span)
         out["lengths"].append(L)
         out["windows"].append(n)
+        out["scored_bytes"].append(n * span)
         out["loss"].append(loss)
-        out["loss_last"].append(loss_last)
         out["ppl"].append(math.exp(loss))
-        out["ppl_last"].append(math.exp(loss_last))
     return out
+
+
+def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="cpu",
+              path_backend_name: str = "blockwise", seed: Optional[int] = None,
+              deadline: Optional[float] = None) -> dict:
+    """Train model ``name`` for ``steps`` steps, evaluate it at ``cfg.eval_mults`` x ``train_len`` and
+    probe it at ``cfg.probe_mults`` x ``train_len``.
+
+    ``deadline`` (a ``time.time()`` value) is a safety stop: training ends there even if fewer steps
+    were done (``train["steps"]`` then says how many; the run is flagged ``stopped_early``).
+    Returns ``{"params", "seed", "train", "eval" (with "ratio": ppl(L) / ppl(train_len)), "probe",
+    "eval_seconds"}``.
+    """
+    seed = cfg.seed if seed is None else seed
+    model = build_model(name, cfg, device=device, path_backend_name=path_backend_name, seed=seed)
+    tr = train_model(model, corpus, dataclasses.replace(cfg, seed=seed), steps=steps, device=device,
+                     deadline=deadline)
+    _set_path_block_size(model, cfg.path_block_size_eval)
+    cap = cfg.eval_max_len.get(name)
+    t0 = time.perf_counter()
+    ev = evaluate_lengths(model, corpus.val, [m * cfg.train_len for m in cfg.eval_mults
+                                              if cap is None or m * cfg.train_len <= cap],
+                          train_len=cfg.train_len, tokens_per_length=cfg.eval_tokens,
+                          chunk_tokens=cfg.eval_chunk_tokens, device=device)
+    pr = probe_retrieval(model, [m * cfg.train_len for m in cfg.probe_mults if cap is None or m * cfg.train_len <= cap],
+                         cfg.probe_examples, corpus.val, device=device, chunk_tokens=cfg.eval_chunk_tokens)
+    ev["ratio"] = [p / ev["ppl"][0] for p in ev["ppl"]]
+    return {"params": model.num_parameters(), "seed": seed, "train": tr, "eval": ev, "probe": pr,
+            "eval_seconds": time.perf_counter() - t0}
+
+
+def pick_backend(cfg: LMConfig, device, verbose: bool = False) -> str:
+    """The PaTH backend for these runs: the Triton kernels if they run forward and backward here."""
+    backend = path_backend(device)
+    if backend == "triton":
+        try:
+            m = build_model("PaTH", cfg, device=device, path_backend_name="triton")
+            m(torch.zeros(1, 64, dtype=torch.long, device=device)).sum().backward()
+        except Exception as e:  # noqa: BLE001 - any kernel failure means: use the PyTorch mirror
+            if verbose:
+                print(f"triton backend failed ({type(e).__name__}: {e}); using blockwise")
+            backend = "blockwise"
+    return backend
 
 
 def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, device=None,
@@ -349,6 +402,7 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
     set, that number is ``min(cfg.steps, train_seconds / slowest step time)`` (timed first).
     ``on_model_done(results_so_far)`` is called after each model (to save partial results).
     Returns ``{"config", "corpus", "device", "path_backend", "steps", "step_seconds", "models": {...}}``.
+    (``experiments/run_lm.py --workers N`` runs the models in parallel processes instead.)
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     models = list(MODELS) if models is None else list(models)
@@ -356,15 +410,7 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
     if torch.device(device).type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    backend = path_backend(device)
-    if backend == "triton":  # the kernels must run forward and backward here, else fall back
-        try:
-            m = build_model("PaTH", cfg, device=device, path_backend_name="triton")
-            m(torch.zeros(1, 64, dtype=torch.long, device=device)).sum().backward()
-        except Exception as e:  # noqa: BLE001 - any kernel failure means: use the PyTorch mirror
-            if verbose:
-                print(f"triton backend failed ({type(e).__name__}: {e}); using blockwise")
-            backend = "blockwise"
+    backend = pick_backend(cfg, device, verbose)
     step_seconds = {}
     steps = cfg.steps
     if cfg.train_seconds is not None:
@@ -375,34 +421,24 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
             print("step seconds:", {k: round(v, 4) for k, v in step_seconds.items()}, "-> steps", steps, flush=True)
     res = {"config": asdict(cfg), "corpus": corpus.info, "device": str(device), "path_backend": backend,
            "steps": steps, "step_seconds": step_seconds, "models": {}}
-    eval_lengths = [m * cfg.train_len for m in cfg.eval_mults]
-    probe_lengths = [m * cfg.train_len for m in cfg.probe_mults]
     for name in models:
-        model = build_model(name, cfg, device=device, path_backend_name=backend)
-        tr = train_model(model, corpus, cfg, steps=steps, device=device)
-        _set_path_block_size(model, cfg.path_block_size_eval)
-        cap = cfg.eval_max_len.get(name)
-        t0 = time.perf_counter()
-        ev = evaluate_lengths(model, corpus.val, [L for L in eval_lengths if cap is None or L <= cap],
-                              train_len=cfg.train_len, tokens_per_length=cfg.eval_tokens,
-                              chunk_tokens=cfg.eval_chunk_tokens, device=device)
-        pr = probe_retrieval(model, [L for L in probe_lengths if cap is None or L <= cap], cfg.probe_examples,
-                             device=device, chunk_tokens=cfg.eval_chunk_tokens)
-        eval_s = time.perf_counter() - t0
-        ev["ratio"] = [p / ev["ppl"][0] for p in ev["ppl"]]
-        ev["ratio_last"] = [p / ev["ppl_last"][0] for p in ev["ppl_last"]]
-        res["models"][name] = {"params": model.num_parameters(), "train": tr, "eval": ev, "probe": pr,
-                               "eval_seconds": eval_s}
+        res["models"][name] = r = run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend)
         if verbose:
-            r = " ".join(f"{L}:{x:.2f}" for L, x in zip(ev["lengths"], ev["ratio"]))
-            print(f"{name:13s} loss {tr['final_loss']:.3f} train {tr['seconds']:.1f}s eval {eval_s:.1f}s "
-                  f"ppl@{cfg.train_len} {ev['ppl'][0]:.3f} ratios {r} probe {pr['exact']}", flush=True)
+            print(summary_line(name, r, cfg.train_len), flush=True)
         if on_model_done is not None:
             on_model_done(res)
-        del model
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()
     return res
+
+
+def summary_line(name: str, r: dict, train_len: int) -> str:
+    """One line per model: training loss and time, ppl at the training length, ratios, probe."""
+    ev, tr = r["eval"], r["train"]
+    ratios = " ".join(f"{L}:{x:.2f}" for L, x in zip(ev["lengths"], ev["ratio"]))
+    return (f"{name:13s} loss {tr['final_loss']:.3f} steps {tr['steps']} train {tr['seconds']:.1f}s "
+            f"eval {r['eval_seconds']:.1f}s ppl@{train_len} {ev['ppl'][0]:.3f} ratios {ratios} "
+            f"passkey {[round(x, 2) for x in r['probe']['exact']]}")
 
 
 def ratio_table(res: dict, *, which: str = "ratio") -> str:
