@@ -14,7 +14,7 @@ Notation (row-vector convention, ``P_b = I - W_b^T T_b W_b`` the product of bloc
   start of its own segment; ``Om(kc, k) = Seg_{kc-1} ... Seg_{k+1}`` so that the query state at the
   end of an earlier segment k is ``Q0_c Om(kc, k)`` (random access, no scan needed).
 
-Kernels: ``_prep_kernel`` (per block: UT transform by forward substitution, T W, M, K->),
+Kernels: ``_prep_kernel`` (per block: UT transform by a blocked inverse, T W, M, K->),
 ``_fwd_kernel`` (per query block: diagonal block by the UT all-pairs form, own segment with the thin
 scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as plain attention against ``Kseg`` with one
 ``D x D`` product per segment), and the backward: ``_bwd_inter_q_kernel`` (dQ0, dSeg),
@@ -416,9 +416,42 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
 
 
 @triton.jit
+def _unit_lower_inverse(a, rt, BT: tl.constexpr, PREC: tl.constexpr):
+    """``(I + A)^-1`` for a strictly lower ``[BT, BT]`` float32 tile ``A`` (BT in {16, 32, 64}).
+
+    Blocked, as in fla's ``solve_tril``: split ``A = Ad + Ao`` into its 16 x 16 diagonal blocks and the
+    rest. The diagonal blocks are inverted together by forward substitution, 15 steps of one matmul
+    (step r computes row r of every block: ``n_i = e_i - Ad[i, :] Nd``, which reads only finished
+    rows), instead of BT steps of two cross-warp reductions. Then ``I + A = (I + Ad)(I + X)`` with
+    ``X = Nd Ao`` strictly block-lower, so ``X^(BT/16) = 0`` and
+    ``(I + A)^-1 = (I - X)(I + X^2) Nd`` (four blocks), ``(I - X) Nd`` (two), ``Nd`` (one)."""
+    SUB: tl.constexpr = 16
+    pos = rt % SUB
+    same = (rt[:, None] // SUB) == (rt[None, :] // SUB)
+    eye = tl.where(rt[:, None] == rt[None, :], 1.0, 0.0)
+    ad = tl.where(same, a, 0.0)
+    nd = eye
+    for r in range(1, SUB):
+        sel = (pos == r)[:, None]
+        nd = tl.where(sel, eye - tl.dot(tl.where(sel, ad, 0.0), nd, input_precision=PREC), nd)
+    if BT == SUB:
+        n = nd
+    else:
+        x = tl.dot(nd, tl.where(same, 0.0, a), input_precision=PREC)
+        if BT == 2 * SUB:
+            n = nd - tl.dot(x, nd, input_precision=PREC)
+        else:
+            tl.static_assert(BT == 4 * SUB, "block length must be 16, 32 or 64")
+            x2 = tl.dot(x, x, input_precision=PREC)
+            m = tl.dot(eye - x, eye + x2, input_precision=PREC)
+            n = tl.dot(m, nd, input_precision=PREC)
+    return n
+
+
+@triton.jit
 def _prep_kernel(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
                  HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
-    """Per block: UT transform by forward substitution (float32), N = (I + A)^-1, T = N diag(beta),
+    """Per block: UT transform (float32, blocked inverse), N = (I + A)^-1, T = N diag(beta),
     T W, M = T strictLower(W K^T) and the keys moved to the block's end K-> = K - M^T W."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -434,12 +467,7 @@ def _prep_kernel(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
     strict = rt[:, None] > rt[None, :]
     wwt = tl.dot(w, tl.trans(w), input_precision=PREC)
     a = tl.where(strict, beta[:, None] * wwt, 0.0)
-    # forward substitution: row r of N is e_r - A[r, :] N
-    n = tl.zeros([BT, BT], dtype=tl.float32)
-    for r in range(0, BT):
-        a_r = tl.sum(tl.where(rt[:, None] == r, a, 0.0), 0)
-        n_r = tl.where(rt == r, 1.0, 0.0) - tl.sum(a_r[:, None] * n, 0)
-        n = tl.where(rt[:, None] == r, n_r[None, :], n)
+    n = _unit_lower_inverse(a, rt, BT, PREC)
     tm = n * beta[None, :]
     tw = tl.dot(tm, w, input_precision=PREC)
     cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
