@@ -15,17 +15,36 @@ Runs on CUDA GPUs (bfloat16 needs compute capability >= 8.0) and, for CI, on the
 """
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 
 from ._path import HEAD_DIMS, path_attention, transform_keys_to_end
 
-__all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED"]
+__all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
+           "VERIFIED_BY", "sources_sha256"]
 
-#: Whether the GPU correctness sweep (benchmarks/correctness_sweep.py) has passed at every coverage
-#: point on a recorded run. The last recorded sweep (benchmarks/results/correctness_sweep_v3.json)
-#: passed 12 of 21 cases and did not reach the other 9, so ``PaTHAttention(backend="auto")`` keeps
-#: using the blockwise PyTorch path; ask for ``backend="triton"`` explicitly to use the kernels.
-GPU_VERIFIED = False
+#: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
+#: point (21 of 21 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
+#: is ``_VERIFIED_SOURCES_SHA256``.
+VERIFIED_BY = "benchmarks/results/correctness_sweep_v4.json"
+_VERIFIED_SOURCES_SHA256 = "40770538a273f543f29efbc9c4bab710dad2149ee39f0d37f93499116aaac955"
+_SOURCES = ("_path.py", "_triton_kernels.py")
+
+
+def sources_sha256() -> str:
+    """SHA-256 of the kernel sources (``_path.py`` then ``_triton_kernels.py``), recorded by the sweep."""
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update((Path(__file__).resolve().parent / name).read_bytes())
+    return h.hexdigest()
+
+
+#: Whether these exact kernel sources passed the full GPU sweep (``VERIFIED_BY``). Any edit of the
+#: kernels turns it False until a new sweep passes and the hash above is updated; then
+#: ``PaTHAttention(backend="auto")`` falls back to the blockwise PyTorch path (``backend="triton"``
+#: still asks for the kernels explicitly).
+GPU_VERIFIED = sources_sha256() == _VERIFIED_SOURCES_SHA256
 
 
 def is_available() -> bool:

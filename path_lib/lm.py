@@ -393,40 +393,73 @@ def pick_backend(cfg: LMConfig, device, verbose: bool = False) -> str:
     return backend
 
 
+def _model_job(name: str, cfg: LMConfig, steps: int, device, backend: str, deadline: Optional[float]):
+    """One model in a worker process (reads the corpus itself)."""
+    torch.set_num_threads(1)
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
+    return name, run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend,
+                           deadline=deadline), corpus.info
+
+
 def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, device=None,
                    corpus: Optional[Corpus] = None, on_model_done: Optional[Callable[[dict], None]] = None,
-                   verbose: bool = True) -> dict:
+                   verbose: bool = True, workers: int = 1, deadline_s: Optional[float] = None) -> dict:
     """Train every model at ``cfg.train_len``, evaluate at ``cfg.eval_mults`` x it, probe; return all.
 
     Every model trains for the same number of steps on the same batches. With ``cfg.train_seconds``
-    set, that number is ``min(cfg.steps, train_seconds / slowest step time)`` (timed first).
+    set (one process only), that number is ``min(cfg.steps, train_seconds / slowest step time)``
+    (timed first); otherwise ``cfg.steps``.
+    ``workers > 1`` trains the models in that many parallel processes sharing the device (small models
+    are launch-bound, so a GPU is used several times better); ``deadline_s`` then stops training after
+    that many seconds as a safety (the model's ``train["stopped_early"]`` says so).
     ``on_model_done(results_so_far)`` is called after each model (to save partial results).
-    Returns ``{"config", "corpus", "device", "path_backend", "steps", "step_seconds", "models": {...}}``.
-    (``experiments/run_lm.py --workers N`` runs the models in parallel processes instead.)
+    Returns ``{"config", "corpus", "device", "path_backend", "steps", "step_seconds", "workers",
+    "models": {...}}``, models in the order asked for.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     models = list(MODELS) if models is None else list(models)
-    corpus = corpus or load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
     if torch.device(device).type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     backend = pick_backend(cfg, device, verbose)
     step_seconds = {}
     steps = cfg.steps
+    if workers > 1 and cfg.train_seconds is not None:
+        raise ValueError("train_seconds (steps from a timed step) needs workers=1; give steps instead")
+    if workers == 1:
+        corpus = corpus or load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
     if cfg.train_seconds is not None:
         for name in models:
             step_seconds[name] = time_step(name, cfg, corpus, device=device, path_backend_name=backend)
         steps = max(cfg.warmup + 1, min(cfg.steps, int(cfg.train_seconds / max(step_seconds.values()))))
         if verbose:
             print("step seconds:", {k: round(v, 4) for k, v in step_seconds.items()}, "-> steps", steps, flush=True)
-    res = {"config": asdict(cfg), "corpus": corpus.info, "device": str(device), "path_backend": backend,
-           "steps": steps, "step_seconds": step_seconds, "models": {}}
-    for name in models:
-        res["models"][name] = r = run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend)
+    res = {"config": asdict(cfg), "corpus": corpus.info if corpus is not None else None, "device": str(device),
+           "path_backend": backend, "steps": steps, "step_seconds": step_seconds, "workers": workers, "models": {}}
+    deadline = time.time() + deadline_s if deadline_s else None
+
+    def done(name, r):
+        res["models"][name] = r
         if verbose:
             print(summary_line(name, r, cfg.train_len), flush=True)
         if on_model_done is not None:
             on_model_done(res)
+
+    if workers > 1:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+            futs = [pool.submit(_model_job, name, cfg, steps, device, backend, deadline) for name in models]
+            for fut in cf.as_completed(futs):
+                name, r, res["corpus"] = fut.result()
+                done(name, r)
+        res["models"] = {n: res["models"][n] for n in models}
+        return res
+    for name in models:
+        done(name, run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend,
+                             deadline=deadline))
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()
     return res

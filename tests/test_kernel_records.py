@@ -1,0 +1,38 @@
+"""The recorded GPU runs behind the kernels' status: the sweep that sets ``kernels.GPU_VERIFIED`` and
+the benchmark the speed chapter renders (CPU only: reads JSON, runs no kernel)."""
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_verified_flag_names_a_complete_passing_sweep():
+    import kernels
+    rec = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
+    assert rec["passed"] == rec["total"] == len(rec["cases"]) >= 21
+    names = {c["name"] for c in rec["cases"]}
+    for dt in ("bfloat16", "float16", "float32"):
+        for D in (32, 64, 128):
+            assert f"grid_{dt}_D{D}" in names
+    assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end"} <= names
+    assert all(c["ok"] for c in rec["cases"])
+    assert "H200" in rec["provenance"]["device"] and len(rec["provenance"]["commit"]) == 40
+    # the flag is True exactly when the sources are the verified ones (a kernel edit turns it off)
+    assert kernels.GPU_VERIFIED == (kernels.sources_sha256() == kernels._VERIFIED_SOURCES_SHA256)
+    assert isinstance(kernels.GPU_VERIFIED, bool)
+
+
+def test_auto_backend_is_blockwise_on_cpu():
+    import torch
+    from path_lib.layers import PaTHAttention
+    layer = PaTHAttention(64, 2, backend="auto")
+    assert layer._resolve_backend(torch.zeros(1, 4, 2, 32)) == "blockwise"
+
+
+@pytest.mark.parametrize("name", ["bench_path_v4.json", "profile_parts_v4.json", "profile_parts_v3.json"])
+def test_speed_records_have_provenance_and_numbers(name):
+    rec = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+    assert {"device", "torch", "triton", "commit", "date", "command"} <= set(rec["provenance"])
+    assert rec["rows"] and all(("ms" in r or "wall_ms" in r or "error" in r) for r in rec["rows"])
