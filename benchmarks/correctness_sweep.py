@@ -241,26 +241,20 @@ def main():
         print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['name']}", r.get("errors", r.get("error")), flush=True)
         return save()
 
+    special = {"LONG": ("long_T_forward", long_forward), "KEYS_TO_END": ("transform_keys_to_end", keys_to_end_case)}
     for name, kw in cases:
-        if name in done or (name == "LONG" and "long_T_forward" in done) or \
-                (name == "KEYS_TO_END" and "transform_keys_to_end" in done):
-            continue
-        if name == "KEYS_TO_END":
+        if name in special:            # a case with its own reference; recorded under its own name
+            rec_name, run = special[name]
+            if rec_name in done or (name == "LONG" and args.skip_long):
+                continue
             try:
-                r = keys_to_end_case(gen)
+                r = run(gen)
             except Exception as e:
-                r = dict(name="transform_keys_to_end", ok=False, error=repr(e)[:500])
+                r = dict(name=rec_name, ok=False, error=repr(e)[:1500])
             record(r)
             fatal(r)
             continue
-        if name == "LONG":
-            if not args.skip_long:
-                try:
-                    r = long_forward(gen)
-                except Exception as e:
-                    r = dict(name="long_T_forward", ok=False, error=repr(e)[:1500])
-                record(r)
-                fatal(r)
+        if name in done:
             continue
         try:
             r = check_case(name, gen=gen, **kw)
