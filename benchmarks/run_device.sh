@@ -8,8 +8,8 @@
 # (python3 -m pip download --no-deps fla-core==0.6.0 -d .whl) and `carry: [".whl"]` on the device tool.
 # The device copy has no git: pass the commit for provenance, e.g.
 #   PATH_BOOK_COMMIT=$(git rev-parse HEAD) bash benchmarks/run_device.sh sweep,profile
-# Usage: bash benchmarks/run_device.sh [STEPS]   STEPS: comma list of sweep, profile, bench, bench-full
-#   (default sweep,bench). PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
+# Usage: bash benchmarks/run_device.sh [STEPS]   STEPS: comma list of sweep, profile, variants, bench,
+#   bench-full (default sweep,bench); variants = benchmarks/prep_variants.py with Nsight Compute. PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
 #   PATH_SWEEP_SHARDS: parallel sweep processes (default 7).
 # A CUDA fault poisons a process: a shard then exits with status 3 and is resumed in a fresh process
 # (the faulting case recorded with the kernel's name: PATH_KERNELS_SYNC=1).
@@ -50,6 +50,10 @@ fi
 if has profile && [ "$(left)" -ge 60 ]; then
   timeout $(( $(left) - 5 )) python3 benchmarks/profile_parts.py --out "$OUTDIR/profile_parts.json" \
     ${PATH_PROFILE_ARGS:-} 2>&1 | grep -v -i warn | tee "$OUTDIR/profile.log"
+fi
+if has variants && [ "$(left)" -ge 60 ]; then
+  timeout $(( $(left) - 5 )) python3 benchmarks/prep_variants.py --out "$OUTDIR/prep_variants.json" --ncu 2>&1 \
+    | grep -v -i warn | tee "$OUTDIR/variants.log"
 fi
 if { has bench || has bench-full; } && [ "$(left)" -ge 60 ]; then
   TS="1024,4096,16384"

@@ -345,3 +345,25 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
     # the problem's conditioning; plain forward substitution gave ~5e-6 there)
     _close(pre["NM"], N, rtol=3e-5, atol=1e-6, name=f"N ({kind}, BT={BT})")
     _close(pre["TM"], N * bb[..., None, :], rtol=3e-5, atol=1e-6, name=f"T ({kind}, BT={BT})")
+
+
+def test_prep_variants_script_reproduces_the_shipped_kernel():
+    """benchmarks/prep_variants.py times copies of _prep_kernel with stages left out; its full copy
+    must be the shipped kernel exactly, and v3's substitution inverse must agree with v4's."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "prep_variants.py"
+    spec = importlib.util.spec_from_file_location("prep_variants", path)
+    pv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pv)
+    k, w, beta = pv.make(1, 64, 2, 32, "cpu", dtype=torch.float32)
+    assert pv.check_against_shipped(k, w, beta, 16, "ieee", 4)
+    outs = {}
+    for inv in ("blocked", "substitution", "none"):
+        outs[inv] = pv.outputs(k, 16)
+        pv.launch(k, w, beta, outs[inv], 16, "ieee", inv, 1, 1, 4)
+    _close(outs["substitution"][4], outs["blocked"][4].double(), rtol=1e-5, name="N: substitution vs blocked")
+    assert torch.equal(outs["none"][4], torch.eye(16).expand_as(outs["none"][4]))
+    skip = pv.outputs(k, 16)
+    pv.launch(k, w, beta, skip, 16, "ieee", "blocked", 0, 0, 4)
+    assert torch.isnan(skip[2]).all() and torch.isnan(skip[1]).all() and not torch.isnan(skip[0]).any()
