@@ -23,9 +23,9 @@ The pieces, usable on their own:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
