@@ -9,7 +9,8 @@
 # The device copy has no git: pass the commit for provenance, e.g.
 #   PATH_BOOK_COMMIT=$(git rev-parse HEAD) bash benchmarks/run_device.sh sweep,profile
 # Usage: bash benchmarks/run_device.sh [STEPS]   STEPS: comma list of sweep, profile, variants, bench,
-#   bench-full (default sweep,bench); variants = benchmarks/prep_variants.py with Nsight Compute. PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
+#   bench-full, diag32 (default sweep,bench); variants = benchmarks/prep_variants.py with Nsight Compute;
+#   diag32 = head dim 32 natively on Hopper (the padding work-around off) under compute-sanitizer. PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
 #   PATH_SWEEP_SHARDS: parallel sweep processes (default 7).
 # A CUDA fault poisons a process: a shard then exits with status 3 and is resumed in a fresh process
 # (the faulting case recorded with the kernel's name: PATH_KERNELS_SYNC=1).
@@ -50,6 +51,19 @@ fi
 if has profile && [ "$(left)" -ge 60 ]; then
   timeout $(( $(left) - 5 )) python3 benchmarks/profile_parts.py --out "$OUTDIR/profile_parts.json" \
     ${PATH_PROFILE_ARGS:-} 2>&1 | grep -v -i warn | tee "$OUTDIR/profile.log"
+fi
+if has diag32; then   # each in a fresh process, since a fault poisons it
+  for args in "--Hq 4 --Hk 2" "--Hq 2 --Hk 2"; do
+    [ "$(left)" -lt 30 ] && break
+    echo "== native D=32 $args" | tee -a "$OUTDIR/diag.log"
+    PATH_KERNELS_PAD_D32=0 PATH_KERNELS_SYNC=1 timeout $(( $(left) - 5 )) python3 benchmarks/fault_case.py $args 2>&1 \
+      | grep -v -i warn | tail -n 12 | tee -a "$OUTDIR/diag.log"
+  done
+  if command -v compute-sanitizer >/dev/null && [ "$(left)" -ge 60 ]; then
+    echo "== compute-sanitizer, native D=32" | tee -a "$OUTDIR/diag.log"
+    PATH_KERNELS_PAD_D32=0 timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --print-limit 6 \
+      python3 benchmarks/fault_case.py 2>&1 | grep -v -i warn | tail -n 60 | tee -a "$OUTDIR/diag.log"
+  fi
 fi
 if has variants && [ "$(left)" -ge 60 ]; then
   timeout $(( $(left) - 5 )) python3 benchmarks/prep_variants.py --out "$OUTDIR/prep_variants.json" --ncu 2>&1 \
