@@ -125,6 +125,10 @@ def main():
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--ncu", action="store_true", help="also profile the real kernels with Nsight Compute")
     ap.add_argument("--ncu-target", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--precs", default="tf32x3,tf32", help="dot precisions to time (ieee compiles for minutes)")
+    ap.add_argument("--compile-only", default="", metavar="K/N",
+                    help="only compile (launch once) the K-th of N shares of the variants, to fill Triton's "
+                         "disk cache from parallel processes before the timing run")
     args = ap.parse_args()
     if args.ncu_target:  # one forward + backward of the real kernels, for ncu
         import kernels
@@ -138,22 +142,27 @@ def main():
     BT, D, H = 64, 64, 32
     k, w, beta = make(32768 // args.T, args.T, H, D, "cuda")
     rows = []
-    same = check_against_shipped(k, w, beta, BT, "tf32x3", 8)
-    print("variant(blocked, all stages) == shipped _prep_kernel:", same, flush=True)
     grid = [("blocked", 1, 1), ("substitution", 1, 1), ("none", 1, 1), ("blocked", 0, 1), ("blocked", 1, 0),
             ("none", 0, 0)]
-    for prec in ("tf32x3", "tf32", "ieee"):
-        for warps in (8, 4):
-            for inv, mats, keys in grid:
-                outs = outputs(k, BT)
-                try:
-                    ms = triton.testing.do_bench(lambda: launch(k, w, beta, outs, BT, prec, inv, mats, keys, warps),
-                                                 warmup=5, rep=25, return_mode="median")
-                    r = dict(prec=prec, warps=warps, inverse=inv, mats=mats, keys=keys, ms=round(ms, 4))
-                except Exception as e:  # e.g. out of shared memory at 4 warps
-                    r = dict(prec=prec, warps=warps, inverse=inv, mats=mats, keys=keys, error=repr(e)[:200])
-                rows.append(r)
-                print(r, flush=True)
+    todo = [(prec, warps, v) for prec in args.precs.split(",") for warps in (8, 4) for v in grid]
+    if args.compile_only:
+        kk, nn = (int(x) for x in args.compile_only.split("/"))
+        for prec, warps, (inv, mats, keys) in todo[kk::nn]:
+            launch(k, w, beta, outputs(k, BT), BT, prec, inv, mats, keys, warps)
+        torch.cuda.synchronize()
+        return
+    same = check_against_shipped(k, w, beta, BT, "tf32x3", 8)
+    print("variant(blocked, all stages) == shipped _prep_kernel:", same, flush=True)
+    for prec, warps, (inv, mats, keys) in todo:
+        outs = outputs(k, BT)
+        try:
+            ms = triton.testing.do_bench(lambda: launch(k, w, beta, outs, BT, prec, inv, mats, keys, warps),
+                                         warmup=5, rep=25, return_mode="median")
+            r = dict(prec=prec, warps=warps, inverse=inv, mats=mats, keys=keys, ms=round(ms, 4))
+        except Exception as e:  # e.g. out of shared memory at 4 warps
+            r = dict(prec=prec, warps=warps, inverse=inv, mats=mats, keys=keys, error=repr(e)[:200])
+        rows.append(r)
+        print(r, flush=True)
     write_result(args.out, dict(shape=dict(B=32768 // args.T, T=args.T, H=H, D=D, BT=BT, dtype="bfloat16"),
                                 variant_equals_shipped=same, rows=rows),
                  command="PYTHONPATH=. python3 " + " ".join(sys.argv))
