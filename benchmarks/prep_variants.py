@@ -9,7 +9,8 @@ switched off in turn, at two warp counts and three dot precisions:
 * ``inverse``: ``blocked`` (v4, shipped), ``substitution`` (v3's 64-step loop) or ``none`` (N = I);
 * ``mats``: store the three ``BT x BT`` matrices T, M, N (1) or not (0);
 * ``keys``: compute M and the keys moved to the block end, K-> (1) or not (0);
-* ``prec``: ``tf32x3`` (shipped), ``tf32``, ``ieee``; ``warps``: 4 or 8.
+* ``prec``: ``PREC/SOLVE_PREC`` pairs, the dot precision of T W / M / K-> and of W W^T and the
+  inverse (v5 ships ``tf32/tf32x3`` for half-precision inputs); ``warps``: 4 or 8.
 
 The copy lives here, not in ``kernels/``, so the verified kernel sources (``kernels.GPU_VERIFIED``)
 stay untouched. With ``--ncu`` it also runs Nsight Compute on the real ``_prep_kernel`` and
@@ -50,7 +51,7 @@ def _substitution_inverse(a, rt, BT: tl.constexpr):
 @triton.jit
 def _prep_variant(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
                   HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr,
-                  INV: tl.constexpr, MATS: tl.constexpr, KEYS: tl.constexpr):
+                  SOLVE_PREC: tl.constexpr, INV: tl.constexpr, MATS: tl.constexpr, KEYS: tl.constexpr):
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -60,30 +61,30 @@ def _prep_variant(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
     mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
     c0 = i_c * BT
     w = tl.load(_tile(W, kbase, c0, HK, D, BT))
-    k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
     beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
     strict = rt[:, None] > rt[None, :]
-    wwt = tl.dot(w, tl.trans(w), input_precision=PREC)
+    wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
     a = tl.where(strict, beta[:, None] * wwt, 0.0)
     if INV == 1:
-        n = _unit_lower_inverse(a, rt, BT, PREC)
+        n = _unit_lower_inverse(a, rt, BT, SOLVE_PREC)
     elif INV == 2:
         n = _substitution_inverse(a, rt, BT)
     else:
         n = tl.where(rt[:, None] == rt[None, :], 1.0, 0.0) + 0.0 * a
+    if MATS:
+        tl.store(_sq(NM, mbase, i_c, BT), n)
     tm = n * beta[None, :]
-    tw = tl.dot(tm, w, input_precision=PREC)
-    tl.store(_tile(TW, kbase, c0, HK, D, BT), tw)
-    if KEYS:
-        cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
-        mm = tl.dot(tm, cm, input_precision=PREC)
-        ka = k - tl.dot(tl.trans(mm), w, input_precision=PREC)
-        tl.store(_tile(KA, kbase, c0, HK, D, BT), ka.to(KA.dtype.element_ty))
-        if MATS:
-            tl.store(_sq(MM, mbase, i_c, BT), mm)
     if MATS:
         tl.store(_sq(TM, mbase, i_c, BT), tm)
-        tl.store(_sq(NM, mbase, i_c, BT), n)
+    tl.store(_tile(TW, kbase, c0, HK, D, BT), tl.dot(tm, w, input_precision=PREC))
+    if KEYS:
+        k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
+        cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
+        mm = tl.dot(tm, cm, input_precision=PREC)
+        if MATS:
+            tl.store(_sq(MM, mbase, i_c, BT), mm)
+        ka = k - tl.dot(tl.trans(mm), w, input_precision=PREC)
+        tl.store(_tile(KA, kbase, c0, HK, D, BT), ka.to(KA.dtype.element_ty))
 
 
 def make(B, T, H, D, device, dtype=torch.bfloat16, seed=0):
@@ -102,20 +103,23 @@ def outputs(k, BT):
             *(torch.full((B, H, NB, BT, BT), float("nan"), **f32) for _ in range(3)))
 
 
-def launch(k, w, beta, outs, BT, prec, inv, mats, keys, warps):
+def launch(k, w, beta, outs, BT, prec, inv, mats, keys, warps, solve_prec=None):
+    """One launch of the variant; ``prec`` for the T W / M / K-> products, ``solve_prec`` (default: the
+    same) for W W^T and the inverse."""
     B, T, H, D = k.shape
     _prep_variant[(T // BT, B * H)](k, w, beta, *outs, T, T // BT, HK=H, D=D, BT=BT, PREC=prec,
-                                    INV=INVERSES[inv], MATS=mats, KEYS=keys, num_warps=warps, num_stages=1)
+                                    SOLVE_PREC=solve_prec or prec, INV=INVERSES[inv], MATS=mats, KEYS=keys,
+                                    num_warps=warps, num_stages=1)
 
 
-def check_against_shipped(k, w, beta, BT, prec, warps):
+def check_against_shipped(k, w, beta, BT, prec, warps, solve_prec=None):
     """The variant with every stage on must give the shipped kernel's outputs bit for bit."""
     from kernels import _triton_kernels as K
     mine, ref = outputs(k, BT), outputs(k, BT)
-    launch(k, w, beta, mine, BT, prec, "blocked", 1, 1, warps)
+    launch(k, w, beta, mine, BT, prec, "blocked", 1, 1, warps, solve_prec)
     B, T, H, D = k.shape
-    K._prep_kernel[(T // BT, B * H)](k, w, beta, *ref, T, T // BT, HK=H, D=D, BT=BT, TDT=tl.float16, PREC=prec,
-                                     num_warps=warps, num_stages=1)
+    K._prep_kernel[(T // BT, B * H)](k, w, beta, *ref, T, T // BT, HK=H, D=D, BT=BT, PREC=prec,
+                                     SOLVE_PREC=solve_prec or prec, num_warps=warps, num_stages=1)
     return all(torch.equal(a, b) for a, b in zip(mine, ref))
 
 
@@ -125,7 +129,10 @@ def main():
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--ncu", action="store_true", help="also profile the real kernels with Nsight Compute")
     ap.add_argument("--ncu-target", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--precs", default="tf32x3,tf32", help="dot precisions to time (ieee compiles for minutes)")
+    ap.add_argument("--precs", default="tf32/tf32x3,tf32/tf32,tf32x3/tf32x3",
+                    help="PREC/SOLVE_PREC pairs to time (ieee compiles for minutes)")
+    ap.add_argument("--D", type=int, default=64)
+    ap.add_argument("--variants", default="blocked:1:1,none:1:1", help="inverse:mats:keys list")
     ap.add_argument("--compile-only", default="", metavar="K/N",
                     help="only compile (launch once) the K-th of N shares of the variants, to fill Triton's "
                          "disk cache from parallel processes before the timing run")
@@ -139,24 +146,26 @@ def main():
         torch.cuda.synchronize()
         return
     from path_lib.provenance import write_result
-    BT, D, H = 64, 64, 32
+    BT, D = 64, args.D
+    H = 2048 // D
     k, w, beta = make(32768 // args.T, args.T, H, D, "cuda")
     rows = []
-    grid = [("blocked", 1, 1), ("substitution", 1, 1), ("none", 1, 1), ("blocked", 0, 1), ("blocked", 1, 0),
-            ("none", 0, 0)]
+    grid = [(v.split(":")[0], int(v.split(":")[1]), int(v.split(":")[2])) for v in args.variants.split(",")]
     todo = [(prec, warps, v) for prec in args.precs.split(",") for warps in (8, 4) for v in grid]
     if args.compile_only:
         kk, nn = (int(x) for x in args.compile_only.split("/"))
         for prec, warps, (inv, mats, keys) in todo[kk::nn]:
-            launch(k, w, beta, outputs(k, BT), BT, prec, inv, mats, keys, warps)
+            launch(k, w, beta, outputs(k, BT), BT, *prec.split("/")[:1], inv, mats, keys, warps,
+                   prec.split("/")[-1])
         torch.cuda.synchronize()
         return
-    same = check_against_shipped(k, w, beta, BT, "tf32x3", 8)
+    same = check_against_shipped(k, w, beta, BT, "tf32", 4, "tf32x3")
     print("variant(blocked, all stages) == shipped _prep_kernel:", same, flush=True)
     for prec, warps, (inv, mats, keys) in todo:
         outs = outputs(k, BT)
         try:
-            ms = triton.testing.do_bench(lambda: launch(k, w, beta, outs, BT, prec, inv, mats, keys, warps),
+            ms = triton.testing.do_bench(lambda: launch(k, w, beta, outs, BT, prec.split("/")[0], inv, mats, keys,
+                                                        warps, prec.split("/")[-1]),
                                          warmup=5, rep=25, return_mode="median")
             r = dict(prec=prec, warps=warps, inverse=inv, mats=mats, keys=keys, ms=round(ms, 4))
         except Exception as e:  # e.g. out of shared memory at 4 warps

@@ -155,12 +155,13 @@ def _pair_products(Seg):
     return torch.stack(out, dim=2).contiguous()
 
 
-def _precompute(k, w, beta, BT, SB, cdt, TDT, PREC, warps):
-    """Per-block factors (Triton) and per-segment products (torch, thin updates). Inputs padded
-    ``[B, T, Hk, D]``; w, beta float32 contiguous."""
+def _precompute(k, w, beta, BT, SB, cdt, PREC, SOLVE_PREC, warps):
+    """Per-block factors and per-segment products (Triton), pair products ``Om`` (torch, ``NS^2/2``
+    small ``D x D`` products). Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous."""
     kern = _triton()
     B, T, HK, D = k.shape
     NB = T // BT
+    NS = -(-NB // SB)
     dev = k.device
     f32 = dict(dtype=torch.float32, device=dev)
     TW = torch.empty(B, T, HK, D, **f32)
@@ -169,12 +170,13 @@ def _precompute(k, w, beta, BT, SB, cdt, TDT, PREC, warps):
     MM = torch.empty(B, HK, NB, BT, BT, **f32)
     NM = torch.empty(B, HK, NB, BT, BT, **f32)
     _run(kern._prep_kernel, (NB, B * HK), (k, w, beta, TW, KA, TM, MM, NM, T, NB),
-         dict(HK=HK, D=D, BT=BT, TDT=TDT, PREC=PREC, num_warps=warps, num_stages=1))
-    Ws, TWs, KAs = _seg_view(w, BT, SB), _seg_view(TW, BT, SB), _seg_view(KA, BT, SB)
-    R, Seg = _suffix_products(Ws, TWs)
-    KS = torch.stack([KAs[:, :, :, j] @ R[j].transpose(-1, -2) for j in range(SB)], dim=3)
-    KS = _seg_unview(KS, NB).to(cdt).contiguous()
-    return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, SEG=Seg.contiguous(), OM=_pair_products(Seg))
+         dict(HK=HK, D=D, BT=BT, PREC=PREC, SOLVE_PREC=SOLVE_PREC, num_warps=warps["prep"], num_stages=1))
+    KS = torch.empty(B, T, HK, D, dtype=cdt, device=dev)
+    RS = torch.empty(B, HK, NB, D, D, **f32)
+    Seg = torch.empty(B, HK, NS, D, D, **f32)
+    _run(kern._seg_fwd_kernel, (NS, B * HK), (w, TW, KA, KS, RS, Seg, T, NB, NS, SB),
+         dict(HK=HK, D=D, BT=BT, PREC=PREC, num_warps=warps["seg"], num_stages=1))
+    return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, RS=RS, SEG=Seg, OM=_pair_products(Seg))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -247,13 +249,36 @@ def _stages(q):
     return 2 if smem >= 160 * 1024 and q.dtype != torch.float32 else 1
 
 
+# warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
+# 4 warps halve _prep_kernel's time at D = 64: 255 registers and spills at 8); the override
+# PATH_KERNELS_WARPS="prep=4,block=4,intra=8,seg=4" is for tuning runs
+_WARP_KEYS = ("prep", "block", "intra", "seg")
+
+
 def _aux_warps(q, warps):
-    """Warps for the register-heavy per-block / per-segment kernels (prep, intra, block chain rule):
-    8 on sm80+ for D >= 64 (AOT for sm_90, bf16, D = 64: stack 3272 -> 2048 bytes in the intra kernel,
-    2840 -> 2240 in the block kernel, 584 -> 272 in the prep kernel)."""
-    if q.device.type == "cuda" and q.shape[-1] >= 64 and torch.cuda.get_device_capability(q.device)[0] >= 8:
-        return 8
-    return warps
+    """num_warps for the prep, block chain-rule, intra-segment and segment-product kernels."""
+    cuda8 = q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8
+    D = q.shape[-1]
+    if cuda8 and D >= 128:
+        out = dict(prep=8, block=8, intra=8, seg=8)
+    elif cuda8 and D >= 64:
+        out = dict(prep=4, block=4, intra=8, seg=4)
+    else:
+        out = {key: warps for key in _WARP_KEYS}
+    spec = os.environ.get("PATH_KERNELS_WARPS", "")
+    for item in filter(None, spec.split(",")):
+        key, _, val = item.partition("=")
+        if key.strip() not in _WARP_KEYS or val.strip() not in ("1", "2", "4", "8", "16"):
+            raise ValueError(f"PATH_KERNELS_WARPS: expected items like 'prep=4' with keys {_WARP_KEYS}, got {item!r}")
+        out[key.strip()] = int(val)
+    return out
+
+
+def _block_prec(q):
+    """Dot precision of the per-block products other than the UT solve: tf32 for half-precision inputs
+    (the same 10-bit mantissa as the fp16 transports of the attention kernels), float32 accuracy
+    (tf32x3 / ieee) for float32 inputs."""
+    return _fp32_prec(q) if q.dtype == torch.float32 else "tf32"
 
 
 def _fp32_prec(q):
@@ -269,7 +294,7 @@ def _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps):
     NS = -(-NB // SB)
     CDT, TDT, PREC, cdt = _dtypes(q)
     wf, bf = w.float().contiguous(), beta.float().contiguous()
-    pre = _precompute(k, wf, bf, BT, SB, cdt, TDT, _fp32_prec(q), _aux_warps(q, warps))
+    pre = _precompute(k, wf, bf, BT, SB, cdt, _block_prec(q), _fp32_prec(q), _aux_warps(q, warps))
     o = torch.empty_like(q)
     lse = torch.empty(B, HQ, T, dtype=torch.float32, device=q.device)
     q0 = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device)
@@ -280,14 +305,14 @@ def _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps):
             dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=CDT, TDT=TDT, PREC=PREC,
                  SEGS=NS > 1, num_warps=warps), _stages(q))
     saved = (q, k, v, wf, bf, Gh if G is not None else None, o, lse, q0,
-             pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["NM"], pre["SEG"], pre["OM"])
+             pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["NM"], pre["RS"], pre["SEG"], pre["OM"])
     return o, saved
 
 
 def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     """Backward kernels and the float32 segment chain; returns (dq, dk, dv, dw, dbeta, dG)."""
     kern = _triton()
-    (q, k, v, wf, bf, Gh, o, lse, q0, TW, KA, KS, TM, MM, NM, SEG, OM) = saved
+    (q, k, v, wf, bf, Gh, o, lse, q0, TW, KA, KS, TM, MM, NM, RS, SEG, OM) = saved
     B, T, HQ, D = q.shape
     HK = k.shape[2]
     grp = HQ // HK
@@ -320,7 +345,8 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         dq0.zero_()
         dks.zero_()
         dv.zero_()
-    meta.update(num_stages=1, num_warps=_aux_warps(q, warps))
+    aux = _aux_warps(q, warps)
+    meta.update(num_stages=1, num_warps=aux["intra"])
     _run(kern._bwd_intra_kernel, (NS, B * HQ),
          (q, k, v, wf, TW, KA, TM, MM, Garg, do, lse, delta, dq0, scr,
           dq, dk, dka, dv, dw, dt, dg, scale, T, NB, NS, SB), meta)
@@ -329,27 +355,19 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         dks = dks.view(B, T, HK, grp, D).sum(3)
         dv = dv.view(B, T, HK, grp, D).sum(3)
         dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
-    # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products), float32 torch
-    Ws, TWs, KAs, dKSs = _seg_view(wf, BT, SB), _seg_view(TW, BT, SB), _seg_view(KA, BT, SB), _seg_view(dks, BT, SB)
-    R, _ = _suffix_products(Ws, TWs)
-    dka_c, dtw_c, dw_c = [], [], []
-    carry = dseg  # gradient w.r.t. R_{j-1} (R_{-1} = Seg)
-    for j in range(SB):
-        Wj, TWj = Ws[:, :, :, j], TWs[:, :, :, j]
-        dka_c.append(dKSs[:, :, :, j] @ R[j])
-        dP = R[j].transpose(-1, -2) @ carry          # [.., D, D]
-        dtw_c.append(-(Wj @ dP))
-        dw_c.append(-(TWj @ dP.transpose(-1, -2)))
-        carry = dKSs[:, :, :, j].transpose(-1, -2) @ KAs[:, :, :, j] + carry \
-            - (carry @ TWj.transpose(-1, -2)) @ Wj
-    stack = lambda xs: _seg_unview(torch.stack(xs, dim=3), NB).contiguous()  # noqa: E731
-    dka_c, dtw_c, dw_c = stack(dka_c), stack(dtw_c), stack(dw_c)
+    # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products)
+    dka_c = torch.empty(B, T, HK, D, **f32)
+    dtw_c = torch.empty(B, T, HK, D, **f32)
+    dw_c = torch.empty(B, T, HK, D, **f32)
+    _run(kern._seg_bwd_kernel, (NS, B * HK),
+         (wf, TW, KA, dks.contiguous(), RS, dseg.contiguous(), dka_c, dtw_c, dw_c, T, NB, NS, SB),
+         dict(HK=HK, D=D, BT=BT, PREC=_block_prec(q), num_warps=aux["seg"], num_stages=1))
     dk_out = torch.empty_like(k)
     dw_out = torch.empty(B, T, HK, D, **f32)
     db_out = torch.empty(B, T, HK, **f32)
     _run(kern._bwd_block_kernel, (NB, B * HK),
          (k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dk_out, dw_out, db_out, T, NB, grp),
-         dict(HQ=HQ, HK=HK, D=D, BT=BT, PREC=_fp32_prec(q), num_warps=_aux_warps(q, warps), num_stages=1))
+         dict(HQ=HQ, HK=HK, D=D, BT=BT, PREC=_block_prec(q), num_warps=aux["block"], num_stages=1))
     dG = dg.transpose(1, 2) if has_g else None
     return dq.to(q.dtype), dk_out, dv.to(v.dtype), dw_out, db_out, dG
 

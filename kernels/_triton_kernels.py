@@ -416,43 +416,64 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
 
 
 @triton.jit
+def _diag_block_inverse(a, BT: tl.constexpr):
+    """``(I + Ad)^-1`` for the 16 x 16 diagonal blocks ``Ad`` of a strictly lower ``[BT, BT]`` float32
+    tile, as a block-diagonal ``[BT, BT]`` tile. The blocks are viewed as a ``[BT/16, 16, 16]`` stack
+    and inverted together by forward substitution in plain float32 (no tensor cores): step r computes
+    row r of every block, ``n_r = e_r - Ad[r, :] N``, from the rows already done (15 steps of
+    reductions over 16 entries)."""
+    SUB: tl.constexpr = 16
+    NSUB: tl.constexpr = BT // SUB
+    rb = tl.arange(0, NSUB)
+    rs = tl.arange(0, SUB)
+    a4 = tl.reshape(a, [NSUB, SUB, NSUB, SUB])
+    diag4 = rb[:, None, None, None] == rb[None, None, :, None]
+    ad = tl.sum(tl.where(diag4, a4, 0.0), 2)                      # [NSUB, SUB, SUB]: Ad[b, r, c]
+    row = rs[None, :, None]
+    eye3 = tl.where(row == rs[None, None, :], 1.0, 0.0) + tl.zeros([NSUB, SUB, SUB], dtype=tl.float32)
+    n = eye3
+    for r in range(1, SUB):
+        a_r = tl.sum(tl.where(row == r, ad, 0.0), 1)              # [NSUB, SUB]: Ad[b, r, :]
+        n_r = tl.sum(a_r[:, :, None] * n, 1)                      # [NSUB, SUB]: Ad[b, r, :] N[b]
+        n = tl.where(row == r, eye3 - n_r[:, None, :], n)
+    n4 = tl.where(diag4, tl.expand_dims(n, 2), 0.0)               # [NSUB, SUB, NSUB, SUB]
+    return tl.reshape(n4, [BT, BT])
+
+
+@triton.jit
 def _unit_lower_inverse(a, rt, BT: tl.constexpr, PREC: tl.constexpr):
     """``(I + A)^-1`` for a strictly lower ``[BT, BT]`` float32 tile ``A`` (BT in {16, 32, 64}).
 
-    Blocked, as in fla's ``solve_tril``: split ``A = Ad + Ao`` into its 16 x 16 diagonal blocks and the
-    rest. The diagonal blocks are inverted together by forward substitution, 15 steps of one matmul
-    (step r computes row r of every block: ``n_i = e_i - Ad[i, :] Nd``, which reads only finished
-    rows), instead of BT steps of two cross-warp reductions. Then ``I + A = (I + Ad)(I + X)`` with
-    ``X = Nd Ao`` strictly block-lower, so ``X^(BT/16) = 0`` and
-    ``(I + A)^-1 = (I - X)(I + X^2) Nd`` (four blocks), ``(I - X) Nd`` (two), ``Nd`` (one)."""
+    Blocked, as in fla's ``solve_tril``: the 16 x 16 diagonal blocks ``Ad`` are inverted exactly in
+    float32 (``_diag_block_inverse``, giving ``Nd``); then ``I + A = (I + Ad)(I + X)`` with
+    ``X = Nd Ao`` (``Ao`` the rest of A) strictly block-lower, so ``X^(BT/16) = 0`` and
+    ``(I + A)^-1 = (I - X + X^2 - X^3) Nd``: ``Y = (I - X) Nd``, ``N = Y + X^2 Y`` for four blocks,
+    ``(I - X) Nd`` for two, ``Nd`` for one. Four ``BT^3`` matmuls at BT = 64."""
     SUB: tl.constexpr = 16
-    pos = rt % SUB
-    same = (rt[:, None] // SUB) == (rt[None, :] // SUB)
-    eye = tl.where(rt[:, None] == rt[None, :], 1.0, 0.0)
-    ad = tl.where(same, a, 0.0)
-    nd = eye
-    for r in range(1, SUB):
-        sel = (pos == r)[:, None]
-        nd = tl.where(sel, eye - tl.dot(tl.where(sel, ad, 0.0), nd, input_precision=PREC), nd)
+    nd = _diag_block_inverse(a, BT)
     if BT == SUB:
         n = nd
     else:
+        same = (rt[:, None] // SUB) == (rt[None, :] // SUB)
         x = tl.dot(nd, tl.where(same, 0.0, a), input_precision=PREC)
+        y = nd - tl.dot(x, nd, input_precision=PREC)
         if BT == 2 * SUB:
-            n = nd - tl.dot(x, nd, input_precision=PREC)
+            n = y
         else:
             tl.static_assert(BT == 4 * SUB, "block length must be 16, 32 or 64")
             x2 = tl.dot(x, x, input_precision=PREC)
-            m = tl.dot(eye - x, eye + x2, input_precision=PREC)
-            n = tl.dot(m, nd, input_precision=PREC)
+            n = y + tl.dot(x2, y, input_precision=PREC)
     return n
 
 
 @triton.jit
 def _prep_kernel(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
-                 HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
-    """Per block: UT transform (float32, blocked inverse), N = (I + A)^-1, T = N diag(beta),
-    T W, M = T strictLower(W K^T) and the keys moved to the block's end K-> = K - M^T W."""
+                 HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr,
+                 SOLVE_PREC: tl.constexpr):
+    """Per block: UT transform, N = (I + A)^-1 with A = strictLower(diag(beta) W W^T), T = N diag(beta),
+    T W, M = T strictLower(W K^T) and the keys moved to the block's end K-> = K - M^T W.
+    ``W W^T`` and the inverse use ``SOLVE_PREC`` (float32 accuracy: tf32x3 on tensor cores, or ieee);
+    the other products ``PREC`` (tf32 for half-precision inputs)."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -462,22 +483,20 @@ def _prep_kernel(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
     mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
     c0 = i_c * BT
     w = tl.load(_tile(W, kbase, c0, HK, D, BT))
-    k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
     beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
     strict = rt[:, None] > rt[None, :]
-    wwt = tl.dot(w, tl.trans(w), input_precision=PREC)
-    a = tl.where(strict, beta[:, None] * wwt, 0.0)
-    n = _unit_lower_inverse(a, rt, BT, PREC)
+    wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
+    n = _unit_lower_inverse(tl.where(strict, beta[:, None] * wwt, 0.0), rt, BT, SOLVE_PREC)
+    tl.store(_sq(NM, mbase, i_c, BT), n)
     tm = n * beta[None, :]
-    tw = tl.dot(tm, w, input_precision=PREC)
+    tl.store(_sq(TM, mbase, i_c, BT), tm)
+    tl.store(_tile(TW, kbase, c0, HK, D, BT), tl.dot(tm, w, input_precision=PREC))
+    k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
     cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
     mm = tl.dot(tm, cm, input_precision=PREC)
-    ka = k - tl.dot(tl.trans(mm), w, input_precision=PREC)
-    tl.store(_tile(TW, kbase, c0, HK, D, BT), tw)
-    tl.store(_tile(KA, kbase, c0, HK, D, BT), ka.to(KA.dtype.element_ty))
-    tl.store(_sq(TM, mbase, i_c, BT), tm)
     tl.store(_sq(MM, mbase, i_c, BT), mm)
-    tl.store(_sq(NM, mbase, i_c, BT), n)
+    ka = k - tl.dot(tl.trans(mm), w, input_precision=PREC)
+    tl.store(_tile(KA, kbase, c0, HK, D, BT), ka.to(KA.dtype.element_ty))
 
 
 @triton.jit
@@ -545,3 +564,66 @@ def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW,
     tl.store(_tile(OUT_DK, kbase, c0, HK, D, BT), dk.to(OUT_DK.dtype.element_ty))
     tl.store(_tile(OUT_DW, kbase, c0, HK, D, BT), dw)
     tl.store(OUT_DB + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk, db)
+
+
+@triton.jit
+def _seg_fwd_kernel(W, TW, KA, KS, RS, SEG, T, NB, NS, SB,
+                    HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """One segment, one key head: suffix products ``R_j = P_e ... P_{j+1}`` (``R_e = I``) by thin updates
+    ``R <- R - (R W_j^T)(T W)_j`` from the segment's last block to its first; stores every ``R_j``
+    (``RS``, for the backward), the keys moved to the segment's end ``Kseg_j = K->_j R_j^T`` and the
+    segment product ``Seg = R_0 P_0``. Float32 ``D x D`` state."""
+    i_s = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    rd = tl.arange(0, D)
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    rbase = (i_b.to(tl.int64) * HK + i_hk) * NB * D * D
+    sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
+    r = tl.where(rd[:, None] == rd[None, :], 1.0, 0.0)
+    a_blk = i_s * SB
+    e_blk = tl.minimum(a_blk + SB, NB)
+    for jj in range(0, e_blk - a_blk):
+        j = e_blk - 1 - jj
+        t0 = j * BT
+        tl.store(_sq(RS, rbase, j, D), r)
+        ka = tl.load(_tile(KA, kbase, t0, HK, D, BT)).to(tl.float32)
+        tl.store(_tile(KS, kbase, t0, HK, D, BT),
+                 tl.dot(ka, tl.trans(r), input_precision=PREC).to(KS.dtype.element_ty))
+        wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
+        twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
+        r = r - tl.dot(tl.dot(r, tl.trans(wb), input_precision=PREC), twb, input_precision=PREC)
+    tl.store(_sq(SEG, sbase, i_s, D), r)
+
+
+@triton.jit
+def _seg_bwd_kernel(W, TW, KA, DKS, RS, DSEG, DKA_C, DTW_C, DW_C, T, NB, NS, SB,
+                    HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """Chain rule through ``_seg_fwd_kernel`` (one segment, one key head), first block to last: with
+    ``X`` the gradient of ``R_{j-1}`` (``X = dSeg`` at the start), block j gives
+    ``dK->_j = dKseg_j R_j``, ``d(T W)_j = -W_j dP``, ``dW_j = -(T W)_j dP^T`` with ``dP = R_j^T X``,
+    and ``X <- X - (X (T W)_j^T) W_j + dKseg_j^T K->_j``."""
+    i_s = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    rbase = (i_b.to(tl.int64) * HK + i_hk) * NB * D * D
+    sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
+    x = tl.load(_sq(DSEG, sbase, i_s, D))
+    a_blk = i_s * SB
+    e_blk = tl.minimum(a_blk + SB, NB)
+    for j in range(a_blk, e_blk):
+        t0 = j * BT
+        r = tl.load(_sq(RS, rbase, j, D))
+        dks = tl.load(_tile(DKS, kbase, t0, HK, D, BT))
+        wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
+        twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
+        ka = tl.load(_tile(KA, kbase, t0, HK, D, BT)).to(tl.float32)
+        tl.store(_tile(DKA_C, kbase, t0, HK, D, BT), tl.dot(dks, r, input_precision=PREC))
+        dp = tl.dot(tl.trans(r), x, input_precision=PREC)
+        tl.store(_tile(DTW_C, kbase, t0, HK, D, BT), -tl.dot(wb, dp, input_precision=PREC))
+        tl.store(_tile(DW_C, kbase, t0, HK, D, BT), -tl.dot(twb, tl.trans(dp), input_precision=PREC))
+        x = x - tl.dot(tl.dot(x, tl.trans(twb), input_precision=PREC), wb, input_precision=PREC) \
+            + tl.dot(tl.trans(dks), ka, input_precision=PREC)

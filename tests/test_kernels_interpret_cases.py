@@ -323,7 +323,7 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
     """The prep kernel's blocked UT inverse N = (I + A)^-1 (16 x 16 diagonal blocks by forward
     substitution, merged by matmuls) against a float64 inverse, on inputs that make N large: nearly
     parallel directions (|w_i . w_j| ~ 1) and beta = 2 (reflections)."""
-    from kernels._path import _precompute, _dtypes
+    from kernels._path import _aux_warps, _dtypes, _precompute
     gen = torch.Generator().manual_seed(100 + BT)
     B, T, H, D = 1, 2 * BT, 2, 32
     k = torch.randn(B, T, H, D, generator=gen)
@@ -336,7 +336,7 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
         beta.view(-1)[::3] = 1.999
     w = F.normalize(w, dim=-1)
     CDT, TDT, PREC, cdt = _dtypes(k)
-    pre = _precompute(k, w.contiguous(), beta.contiguous(), BT, 2, cdt, TDT, "ieee", 4)
+    pre = _precompute(k, w.contiguous(), beta.contiguous(), BT, 2, cdt, "ieee", "ieee", _aux_warps(k, 4))
     Wb = w.double().view(B, T // BT, BT, H, D).permute(0, 3, 1, 2, 4)
     bb = beta.double().view(B, T // BT, BT, H).permute(0, 3, 1, 2)
     A = torch.tril(bb[..., :, None] * (Wb @ Wb.transpose(-1, -2)), -1)
