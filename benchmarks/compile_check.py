@@ -61,11 +61,13 @@ def configs(arch, dtype, D, BT=None):
     BT = BT or (64 if half else 32)
     warps = 4 if (D <= 64 or arch < 80) else 8
     if arch >= 80 and D >= 128:
-        aux = dict(prep=8, block=8, intra=8, seg=8)
+        aux = dict(ut=4, prep=8, block=8, intra=8, seg=8)
+    elif arch >= 80 and D >= 64 and half:
+        aux = dict(ut=4, prep=4, block=4, intra=4, seg=4)
     elif arch >= 80 and D >= 64:
-        aux = dict(prep=4, block=4, intra=8, seg=4)
+        aux = dict(ut=4, prep=4, block=8, intra=8, seg=4)
     else:
-        aux = dict(prep=warps, block=warps, intra=warps, seg=warps)
+        aux = dict(ut=warps, prep=warps, block=warps, intra=warps, seg=warps)
     stages = 2 if (half and arch >= 90) else 1
     CDT = {"bf16": tl.bfloat16, "fp16": tl.float16, "fp32": tl.float32}[dtype]
     TDT = tl.float16 if half else tl.float32
@@ -74,15 +76,18 @@ def configs(arch, dtype, D, BT=None):
     qt = "*" + dtype
     ce = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, TDT=TDT, PREC=prec)
     blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)
+    bwd = dict(blk, PREC=prec if (half and D <= 64) else p32)
     return BT, [
         (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt), ce, warps, stages),
         (K._bwd_inter_q_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
         (K._bwd_inter_kv_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
         (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt), ce, aux["intra"], 1),
-        (K._prep_kernel, dict(K=qt, KA=qt), dict(blk, SOLVE_PREC=p32), aux["prep"], 1),
+        (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
+        (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
         (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),
-        (K._seg_bwd_kernel, dict(KA=qt), blk, aux["seg"], 1),
-        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(blk, HQ=4), aux["block"], 1),
+        (K._pair_kernel, {}, dict(HK=2, D=D, PREC=p32), aux["seg"], 1),
+        (K._seg_bwd_kernel, dict(KA=qt), bwd, aux["seg"], 1),
+        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(bwd, HQ=4), aux["block"], 1),
     ]
 
 

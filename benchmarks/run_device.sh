@@ -79,7 +79,7 @@ fi
 if { has bench || has bench-full; } && [ "$(left)" -ge 60 ]; then
   TS="1024,4096,16384"
   has bench-full && TS="1024,2048,4096,8192,16384"
-  timeout $(( $(left) - 5 )) python3 benchmarks/bench_path.py --Ts "$TS" --out "$OUTDIR/bench_path.json" 2>&1 \
+  timeout $(( $(left) - 5 )) python3 benchmarks/bench_path.py --Ts "$TS" ${PATH_BENCH_ARGS:-} --out "$OUTDIR/bench_path.json" 2>&1 \
     | tee "$OUTDIR/bench.log" | grep -v "^{'D'"
 fi
 echo "run_device.sh done at ${SECONDS}s"

@@ -156,8 +156,8 @@ def _pair_products(Seg):
 
 
 def _precompute(k, w, beta, BT, SB, cdt, PREC, SOLVE_PREC, warps):
-    """Per-block factors and per-segment products (Triton), pair products ``Om`` (torch, ``NS^2/2``
-    small ``D x D`` products). Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous."""
+    """Per-block factors, per-segment products and the segment-pair products ``Om`` (``NS (NS-1)/2``
+    matrices of ``D x D``), all in Triton. Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous."""
     kern = _triton()
     B, T, HK, D = k.shape
     NB = T // BT
@@ -169,14 +169,22 @@ def _precompute(k, w, beta, BT, SB, cdt, PREC, SOLVE_PREC, warps):
     TM = torch.empty(B, HK, NB, BT, BT, **f32)
     MM = torch.empty(B, HK, NB, BT, BT, **f32)
     NM = torch.empty(B, HK, NB, BT, BT, **f32)
-    _run(kern._prep_kernel, (NB, B * HK), (k, w, beta, TW, KA, TM, MM, NM, T, NB),
-         dict(HK=HK, D=D, BT=BT, PREC=PREC, SOLVE_PREC=SOLVE_PREC, num_warps=warps["prep"], num_stages=1))
+    _run(kern._ut_kernel, (NB, B * HK), (w, beta, TM, NM, T, NB),
+         dict(HK=HK, D=D, BT=BT, SOLVE_PREC=SOLVE_PREC, num_warps=warps["ut"], num_stages=1))
+    _run(kern._prep_kernel, (NB, B * HK), (k, w, TW, KA, TM, MM, T, NB),
+         dict(HK=HK, D=D, BT=BT, PREC=PREC, num_warps=warps["prep"], num_stages=1))
     KS = torch.empty(B, T, HK, D, dtype=cdt, device=dev)
     RS = torch.empty(B, HK, NB, D, D, **f32)
     Seg = torch.empty(B, HK, NS, D, D, **f32)
     _run(kern._seg_fwd_kernel, (NS, B * HK), (w, TW, KA, KS, RS, Seg, T, NB, NS, SB),
          dict(HK=HK, D=D, BT=BT, PREC=PREC, num_warps=warps["seg"], num_stages=1))
-    return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, RS=RS, SEG=Seg, OM=_pair_products(Seg))
+    if NS > 1:
+        OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, **f32)
+        _run(kern._pair_kernel, (NS - 1, B * HK), (Seg, OM, NS),
+             dict(HK=HK, D=D, PREC=SOLVE_PREC, num_warps=warps["seg"], num_stages=1))
+    else:
+        OM = torch.eye(D, **f32).expand(B, HK, 1, D, D).contiguous()
+    return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, RS=RS, SEG=Seg, OM=OM)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -250,19 +258,21 @@ def _stages(q):
 
 
 # warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
-# 4 warps halve _prep_kernel's time at D = 64: 255 registers and spills at 8); the override
-# PATH_KERNELS_WARPS="prep=4,block=4,intra=8,seg=4" is for tuning runs
-_WARP_KEYS = ("prep", "block", "intra", "seg")
+# 4 warps halve the per-block kernels' time at D = 64: 255 registers and spills at 8); the override
+# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,seg=4" is for tuning runs
+_WARP_KEYS = ("ut", "prep", "block", "intra", "seg")
 
 
 def _aux_warps(q, warps):
-    """num_warps for the prep, block chain-rule, intra-segment and segment-product kernels."""
+    """num_warps for the UT, prep, block chain-rule, intra-segment and segment-product kernels."""
     cuda8 = q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8
     D = q.shape[-1]
     if cuda8 and D >= 128:
-        out = dict(prep=8, block=8, intra=8, seg=8)
-    elif cuda8 and D >= 64:
-        out = dict(prep=4, block=4, intra=8, seg=4)
+        out = dict(ut=4, prep=8, block=8, intra=8, seg=8)
+    elif cuda8 and D >= 64 and q.dtype != torch.float32:
+        out = dict(ut=4, prep=4, block=4, intra=4, seg=4)
+    elif cuda8 and D >= 64:  # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
+        out = dict(ut=4, prep=4, block=8, intra=8, seg=4)
     else:
         out = {key: warps for key in _WARP_KEYS}
     spec = os.environ.get("PATH_KERNELS_WARPS", "")
@@ -274,11 +284,15 @@ def _aux_warps(q, warps):
     return out
 
 
-def _block_prec(q):
+def _block_prec(q, backward=False):
     """Dot precision of the per-block products other than the UT solve: tf32 for half-precision inputs
     (the same 10-bit mantissa as the fp16 transports of the attention kernels), float32 accuracy
-    (tf32x3 / ieee) for float32 inputs."""
-    return _fp32_prec(q) if q.dtype == torch.float32 else "tf32"
+    (tf32x3 / ieee) for float32 inputs. The backward's segment and block kernels at D = 128 stay at
+    tf32x3: with tf32 their float32 operands need 320-360 KB of shared memory on sm_90 (limit 227 KB;
+    tf32x3 needs 128-160 KB)."""
+    if q.dtype == torch.float32 or (backward and q.shape[-1] > 64):
+        return _fp32_prec(q)
+    return "tf32"
 
 
 def _fp32_prec(q):
@@ -361,13 +375,13 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dw_c = torch.empty(B, T, HK, D, **f32)
     _run(kern._seg_bwd_kernel, (NS, B * HK),
          (wf, TW, KA, dks.contiguous(), RS, dseg.contiguous(), dka_c, dtw_c, dw_c, T, NB, NS, SB),
-         dict(HK=HK, D=D, BT=BT, PREC=_block_prec(q), num_warps=aux["seg"], num_stages=1))
+         dict(HK=HK, D=D, BT=BT, PREC=_block_prec(q, backward=True), num_warps=aux["seg"], num_stages=1))
     dk_out = torch.empty_like(k)
     dw_out = torch.empty(B, T, HK, D, **f32)
     db_out = torch.empty(B, T, HK, **f32)
     _run(kern._bwd_block_kernel, (NB, B * HK),
          (k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dk_out, dw_out, db_out, T, NB, grp),
-         dict(HQ=HQ, HK=HK, D=D, BT=BT, PREC=_block_prec(q), num_warps=aux["block"], num_stages=1))
+         dict(HQ=HQ, HK=HK, D=D, BT=BT, PREC=_block_prec(q, backward=True), num_warps=aux["block"], num_stages=1))
     dG = dg.transpose(1, 2) if has_g else None
     return dq.to(q.dtype), dk_out, dv.to(v.dtype), dw_out, db_out, dG
 

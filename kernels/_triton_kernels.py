@@ -441,16 +441,13 @@ def _diag_block_inverse(a, BT: tl.constexpr):
 
 
 @triton.jit
-def _unit_lower_inverse(a, rt, BT: tl.constexpr, PREC: tl.constexpr):
-    """``(I + A)^-1`` for a strictly lower ``[BT, BT]`` float32 tile ``A`` (BT in {16, 32, 64}).
-
-    Blocked, as in fla's ``solve_tril``: the 16 x 16 diagonal blocks ``Ad`` are inverted exactly in
-    float32 (``_diag_block_inverse``, giving ``Nd``); then ``I + A = (I + Ad)(I + X)`` with
-    ``X = Nd Ao`` (``Ao`` the rest of A) strictly block-lower, so ``X^(BT/16) = 0`` and
-    ``(I + A)^-1 = (I - X + X^2 - X^3) Nd``: ``Y = (I - X) Nd``, ``N = Y + X^2 Y`` for four blocks,
-    ``(I - X) Nd`` for two, ``Nd`` for one. Four ``BT^3`` matmuls at BT = 64."""
+def _merge_diag_inverse(nd, a, rt, BT: tl.constexpr, PREC: tl.constexpr):
+    """``(I + A)^-1`` from ``Nd``, the inverse of ``I + Ad`` (``Ad``: the 16 x 16 diagonal blocks of the
+    strictly lower ``[BT, BT]`` tile ``A``; BT in {16, 32, 64}). As in fla's ``solve_tril``:
+    ``I + A = (I + Ad)(I + X)`` with ``X = Nd Ao`` (``Ao = A - Ad``) strictly block-lower, so
+    ``X^(BT/16) = 0`` and ``(I + A)^-1 = (I - X + X^2 - X^3) Nd``: ``Y = (I - X) Nd``, ``N = Y + X^2 Y``
+    for four blocks, ``(I - X) Nd`` for two, ``Nd`` for one. Four ``BT^3`` matmuls at BT = 64."""
     SUB: tl.constexpr = 16
-    nd = _diag_block_inverse(a, BT)
     if BT == SUB:
         n = nd
     else:
@@ -467,13 +464,18 @@ def _unit_lower_inverse(a, rt, BT: tl.constexpr, PREC: tl.constexpr):
 
 
 @triton.jit
-def _prep_kernel(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
-                 HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr,
-                 SOLVE_PREC: tl.constexpr):
-    """Per block: UT transform, N = (I + A)^-1 with A = strictLower(diag(beta) W W^T), T = N diag(beta),
-    T W, M = T strictLower(W K^T) and the keys moved to the block's end K-> = K - M^T W.
-    ``W W^T`` and the inverse use ``SOLVE_PREC`` (float32 accuracy: tf32x3 on tensor cores, or ieee);
-    the other products ``PREC`` (tf32 for half-precision inputs)."""
+def _unit_lower_inverse(a, rt, BT: tl.constexpr, PREC: tl.constexpr):
+    """``(I + A)^-1`` for a strictly lower ``[BT, BT]`` float32 tile (exact float32 substitution on the
+    16 x 16 diagonal blocks, then ``_merge_diag_inverse``), all in registers."""
+    return _merge_diag_inverse(_diag_block_inverse(a, BT), a, rt, BT, PREC)
+
+
+@triton.jit
+def _ut_kernel(W, BETA, TM, NM, T, NB,
+               HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
+    """Per block, the UT transform: ``N = (I + A)^-1`` with ``A = strictLower(diag(beta) W W^T)`` and
+    ``T = N diag(beta)``, in float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee). A kernel
+    of its own (not fused with ``_prep_kernel``) so that few float32 tiles are live at once."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -486,13 +488,40 @@ def _prep_kernel(K, W, BETA, TW, KA, TM, MM, NM, T, NB,
     beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
     strict = rt[:, None] > rt[None, :]
     wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
-    n = _unit_lower_inverse(tl.where(strict, beta[:, None] * wwt, 0.0), rt, BT, SOLVE_PREC)
+    a = tl.where(strict, beta[:, None] * wwt, 0.0)
+    nd = _diag_block_inverse(a, BT)
+    # the diagonal-block inverse and the merge matmuls together overflow the registers (AOT for sm_90,
+    # tf32x3: 1.3 KB of spills; each alone: none), so Nd and A go through this block's own output
+    # slots in global memory (a barrier orders the CTA's accesses) and are reloaded for the merge
+    tl.store(_sq(NM, mbase, i_c, BT), nd)
+    tl.store(_sq(TM, mbase, i_c, BT), a)
+    tl.debug_barrier()
+    nd = tl.load(_sq(NM, mbase, i_c, BT))
+    a = tl.load(_sq(TM, mbase, i_c, BT))
+    n = _merge_diag_inverse(nd, a, rt, BT, SOLVE_PREC)
+    tl.debug_barrier()
     tl.store(_sq(NM, mbase, i_c, BT), n)
-    tm = n * beta[None, :]
-    tl.store(_sq(TM, mbase, i_c, BT), tm)
+    tl.store(_sq(TM, mbase, i_c, BT), n * beta[None, :])
+
+
+@triton.jit
+def _prep_kernel(K, W, TW, KA, TM, MM, T, NB,
+                 HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """Per block, after ``_ut_kernel``: ``T W``, ``M = T strictLower(W K^T)`` and the keys moved to the
+    block's end ``K-> = K - M^T W`` (``PREC``: tf32 for half-precision inputs)."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    rt = tl.arange(0, BT)
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
+    c0 = i_c * BT
+    w = tl.load(_tile(W, kbase, c0, HK, D, BT))
+    tm = tl.load(_sq(TM, mbase, i_c, BT))
     tl.store(_tile(TW, kbase, c0, HK, D, BT), tl.dot(tm, w, input_precision=PREC))
     k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
-    cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
+    cm = tl.where(rt[:, None] > rt[None, :], tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
     mm = tl.dot(tm, cm, input_precision=PREC)
     tl.store(_sq(MM, mbase, i_c, BT), mm)
     ka = k - tl.dot(tl.trans(mm), w, input_precision=PREC)
@@ -627,3 +656,22 @@ def _seg_bwd_kernel(W, TW, KA, DKS, RS, DSEG, DKA_C, DTW_C, DW_C, T, NB, NS, SB,
         tl.store(_tile(DW_C, kbase, t0, HK, D, BT), -tl.dot(twb, tl.trans(dp), input_precision=PREC))
         x = x - tl.dot(tl.dot(x, tl.trans(twb), input_precision=PREC), wb, input_precision=PREC) \
             + tl.dot(tl.trans(dks), ka, input_precision=PREC)
+
+
+@triton.jit
+def _pair_kernel(SEG, OM, NS, HK: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):
+    """Segment-pair products for one later segment ``kc`` and one key head:
+    ``Om(kc, k) = Seg_{kc-1} ... Seg_{k+1}`` for ``k = kc-1 ... 0`` (``Om(kc, kc-1) = I``), by
+    ``Om(kc, k-1) = Om(kc, k) Seg_k``; stored triangularly at index ``kc (kc - 1) / 2 + k``."""
+    i_kc = tl.program_id(0) + 1
+    i_bh = tl.program_id(1)
+    rd = tl.arange(0, D)
+    sbase = i_bh.to(tl.int64) * NS * D * D
+    obase = i_bh.to(tl.int64) * ((NS * (NS - 1)) // 2) * D * D
+    m = tl.where(rd[:, None] == rd[None, :], 1.0, 0.0)
+    first = (i_kc * (i_kc - 1)) // 2
+    for j in range(0, i_kc):
+        k = i_kc - 1 - j
+        tl.store(_sq(OM, obase, first + k, D), m)
+        if k > 0:
+            m = tl.dot(m, tl.load(_sq(SEG, sbase, k, D)), input_precision=PREC)

@@ -347,23 +347,33 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
     _close(pre["TM"], N * bb[..., None, :], rtol=3e-5, atol=1e-6, name=f"T ({kind}, BT={BT})")
 
 
-def test_prep_variants_script_reproduces_the_shipped_kernel():
-    """benchmarks/prep_variants.py times copies of _prep_kernel with stages left out; its full copy
-    must be the shipped kernel exactly, and v3's substitution inverse must agree with v4's."""
+def test_prep_variants_script_launches_the_shipped_kernels():
+    """benchmarks/prep_variants.py times the shipped _ut_kernel, _prep_kernel and _seg_fwd_kernel at
+    several warp counts; its launches must reproduce what the library computes (_precompute)."""
     import importlib.util
     from pathlib import Path
+    from kernels._path import _aux_warps, _precompute
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "prep_variants.py"
     spec = importlib.util.spec_from_file_location("prep_variants", path)
     pv = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pv)
     k, w, beta = pv.make(1, 64, 2, 32, "cpu", dtype=torch.float32)
-    assert pv.check_against_shipped(k, w, beta, 16, "ieee", 4)
-    outs = {}
-    for inv in ("blocked", "substitution", "none"):
-        outs[inv] = pv.outputs(k, 16)
-        pv.launch(k, w, beta, outs[inv], 16, "ieee", inv, 1, 1, 4)
-    _close(outs["substitution"][4], outs["blocked"][4].double(), rtol=1e-5, name="N: substitution vs blocked")
-    assert torch.equal(outs["none"][4], torch.eye(16).expand_as(outs["none"][4]))
-    skip = pv.outputs(k, 16)
-    pv.launch(k, w, beta, skip, 16, "ieee", "blocked", 0, 0, 4)
-    assert torch.isnan(skip[2]).all() and torch.isnan(skip[1]).all() and not torch.isnan(skip[0]).any()
+    o = pv.outputs(k, 16, SB=2)
+    for kernel in ("ut", "prep", "seg"):
+        pv.launch(kernel, k, w, beta, o, 16, "ieee", 4, SB=2)
+    ref = _precompute(k, w, beta, 16, 2, torch.float32, "ieee", "ieee", _aux_warps(k, 4))
+    for name in ("TW", "KA", "TM", "MM", "NM", "KS", "RS", "SEG"):
+        assert torch.equal(o[name], ref[name]), name
+
+
+def test_pair_kernel_matches_the_torch_products():
+    """_pair_kernel's Om(kc, k) = Seg_{kc-1} ... Seg_{k+1} against the torch recursion
+    kernels._path._pair_products, on random D x D matrices (NS = 5 segments, two heads)."""
+    from kernels import _triton_kernels as K
+    from kernels._path import _pair_products
+    gen = torch.Generator().manual_seed(7)
+    B, H, NS, D = 1, 2, 5, 32
+    seg = torch.randn(B, H, NS, D, D, generator=gen) / D ** 0.5 + torch.eye(D)
+    om = torch.full((B, H, NS * (NS - 1) // 2, D, D), float("nan"))
+    K._pair_kernel[(NS - 1, B * H)](seg, om, NS, HK=H, D=D, PREC="ieee", num_warps=4)
+    _close(om, _pair_products(seg.double()), rtol=1e-5, name="Om")
