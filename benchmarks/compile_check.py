@@ -61,7 +61,7 @@ def configs(arch, dtype, D, BT=None):
     BT = BT or (64 if half else 32)
     warps = 4 if (D <= 64 or arch < 80) else 8
     if arch >= 80 and D >= 128:
-        aux = dict(ut=4, prep=8, block=8, intra=8, seg=8)
+        aux = dict(ut=4, prep=4, block=8, intra=8, seg=8)
     elif arch >= 80 and D >= 64 and half:
         aux = dict(ut=4, prep=4, block=4, intra=4, seg=4)
     elif arch >= 80 and D >= 64:

@@ -68,7 +68,8 @@ def rel(a, b):
     return float((a - b).norm() / b.norm().clamp_min(1e-300))
 
 
-def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=None, beta_mode="spread"):
+def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=None, beta_mode="spread",
+               do_scale=1.0):
     q, k, v, w, beta, g = make_inputs(B, T, Hq, Hk, D, dtype, gate, gen, beta_mode)
     cu = None
     if lens is not None:
@@ -78,7 +79,7 @@ def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=No
     poison()
     t0 = time.time()
     o = kernels.path_attention(*ins, cu_seqlens=cu, seg_blocks=seg_blocks)
-    do = torch.randn(o.shape, generator=gen, device="cuda").to(dtype)
+    do = (do_scale * torch.randn(o.shape, generator=gen, device="cuda")).to(dtype)
     poison()
     grads = torch.autograd.grad(o, used, do)
     torch.cuda.synchronize()
@@ -98,7 +99,8 @@ def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=No
     tol = TOL[dtype]
     ok = all(math.isfinite(e) and e <= tol for e in errs.values())
     return dict(name=name, B=B, T=T, Hq=Hq, Hk=Hk, D=D, dtype=str(dtype).replace("torch.", ""), gate=gate,
-                cu_seqlens=lens, seg_blocks=seg_blocks, beta_mode=beta_mode, tol=tol, errors=errs, ok=ok,
+                cu_seqlens=lens, seg_blocks=seg_blocks, beta_mode=beta_mode, do_scale=do_scale, tol=tol,
+                errors=errs, ok=ok,
                 kernel_s=round(t_kernel, 3))
 
 
@@ -196,6 +198,8 @@ def main():
         ("small_segments_fp32", dict(B=1, T=1000, Hq=2, Hk=2, D=64, dtype=torch.float32, gate=True, seg_blocks=2)),
         ("D128_fp32_T1100", dict(B=1, T=1100, Hq=2, Hk=2, D=128, dtype=torch.float32, gate=True)),
         ("D128_bf16_T1100", dict(B=1, T=1100, Hq=2, Hk=2, D=128, dtype=torch.bfloat16, gate=False)),
+        # output gradients of the size a mean-reduced loss gives (fp16 would hold 1e-6 only as subnormals)
+        ("tiny_grad_bf16", dict(B=1, T=900, Hq=4, Hk=2, D=64, dtype=torch.bfloat16, gate=True, do_scale=1e-6)),
         ("varlen_fp32", dict(B=1, T=1144, Hq=4, Hk=2, D=64, dtype=torch.float32, gate=True,
                              lens=[300, 1, 650, 64, 129])),
         ("varlen_bf16", dict(B=1, T=1144, Hq=4, Hk=2, D=64, dtype=torch.bfloat16, gate=True,

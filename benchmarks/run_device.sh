@@ -9,7 +9,8 @@
 # The device copy has no git: pass the commit for provenance, e.g.
 #   PATH_BOOK_COMMIT=$(git rev-parse HEAD) bash benchmarks/run_device.sh sweep,profile
 # Usage: bash benchmarks/run_device.sh [STEPS]   STEPS: comma list of sweep, profile, variants, bench,
-#   bench-full, diag32 (default sweep,bench); variants = benchmarks/prep_variants.py with Nsight Compute;
+#   bench-full, tune, diag32 (default sweep,bench); variants = benchmarks/prep_variants.py with Nsight Compute;
+#   tune = benchmarks/tune_segments.py (segment lengths and warp counts);
 #   diag32 = head dim 32 natively on Hopper (the padding work-around off) under compute-sanitizer. PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
 #   PATH_SWEEP_SHARDS: parallel sweep processes (default 7).
 # A CUDA fault poisons a process: a shard then exits with status 3 and is resumed in a fresh process
@@ -75,6 +76,10 @@ if has variants && [ "$(left)" -ge 60 ]; then
   tail -n 3 /tmp/variants_compile_*.log | grep -i -B2 error | head -20
   timeout $(( $(left) - 5 )) python3 benchmarks/prep_variants.py --out "$OUTDIR/prep_variants.json" --ncu ${PATH_VARIANTS_ARGS:-} 2>&1 \
     | grep -v -i warn | tee "$OUTDIR/variants.log"
+fi
+if has tune && [ "$(left)" -ge 60 ]; then
+  timeout $(( $(left) - 5 )) python3 benchmarks/tune_segments.py --out "$OUTDIR/tune_segments.json" ${PATH_TUNE_ARGS:-} 2>&1 \
+    | grep -v -i warn | tee "$OUTDIR/tune.log"
 fi
 if { has bench || has bench-full; } && [ "$(left)" -ge 60 ]; then
   TS="1024,4096,16384"

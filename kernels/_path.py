@@ -268,7 +268,7 @@ def _aux_warps(q, warps):
     cuda8 = q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8
     D = q.shape[-1]
     if cuda8 and D >= 128:
-        out = dict(ut=4, prep=8, block=8, intra=8, seg=8)
+        out = dict(ut=4, prep=4, block=8, intra=8, seg=8)
     elif cuda8 and D >= 64 and q.dtype != torch.float32:
         out = dict(ut=4, prep=4, block=4, intra=4, seg=4)
     elif cuda8 and D >= 64:  # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
@@ -333,6 +333,10 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     NB = T // BT
     NS = -(-NB // SB)
     CDT, TDT, PREC, cdt = _dtypes(q)
+    # gradients flow through the transport matmuls of the backward: keep them in the input dtype
+    # (bf16's range), not the forward's fp16, where the ~1e-6 gradients of a mean-reduced loss would
+    # be subnormal (relative precision lost)
+    TDT = CDT
     dev = q.device
     do = do.contiguous()
     f32 = dict(dtype=torch.float32, device=dev)
