@@ -25,10 +25,10 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
            "VERIFIED_BY", "sources_sha256"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
-#: point (21 of 21 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
+#: point (22 of 22 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
 #: is ``_VERIFIED_SOURCES_SHA256``.
-VERIFIED_BY = "benchmarks/results/correctness_sweep_v4.json"
-_VERIFIED_SOURCES_SHA256 = "40770538a273f543f29efbc9c4bab710dad2149ee39f0d37f93499116aaac955"
+VERIFIED_BY = "benchmarks/results/correctness_sweep_v5.json"
+_VERIFIED_SOURCES_SHA256 = "59c9b4d38b6bb8240a29b4c8eb8206eb24270282ff4c97b7ef1c32e61df4e42e"
 _SOURCES = ("_path.py", "_triton_kernels.py")
 
 

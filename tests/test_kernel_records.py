@@ -11,12 +11,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_verified_flag_names_a_complete_passing_sweep():
     import kernels
     rec = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
-    assert rec["passed"] == rec["total"] == len(rec["cases"]) >= 21
+    assert rec["passed"] == rec["total"] == len(rec["cases"]) >= 22
     names = {c["name"] for c in rec["cases"]}
     for dt in ("bfloat16", "float16", "float32"):
         for D in (32, 64, 128):
             assert f"grid_{dt}_D{D}" in names
-    assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end"} <= names
+    assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end", "tiny_grad_bf16"} <= names
+    # the record is of these sources
+    assert rec["kernel_sources_sha256"] == kernels._VERIFIED_SOURCES_SHA256
     assert all(c["ok"] for c in rec["cases"])
     assert "H200" in rec["provenance"]["device"] and len(rec["provenance"]["commit"]) == 40
     # the flag is True exactly when the sources are the verified ones (a kernel edit turns it off)
@@ -31,8 +33,22 @@ def test_auto_backend_is_blockwise_on_cpu():
     assert layer._resolve_backend(torch.zeros(1, 4, 2, 32)) == "blockwise"
 
 
-@pytest.mark.parametrize("name", ["bench_path_v4.json", "profile_parts_v4.json", "profile_parts_v3.json"])
+@pytest.mark.parametrize("name", ["bench_path_v4.json", "bench_path_v5.json", "bench_path_v5b.json",
+                                  "profile_parts_v3.json", "profile_parts_v4.json", "profile_parts_v5a.json",
+                                  "profile_parts_v5a_intra4.json", "prep_variants_v5b.json",
+                                  "tune_segments_v5.json"])
 def test_speed_records_have_provenance_and_numbers(name):
     rec = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
     assert {"device", "torch", "triton", "commit", "date", "command"} <= set(rec["provenance"])
     assert rec["rows"] and all(("ms" in r or "wall_ms" in r or "error" in r) for r in rec["rows"])
+
+
+def test_the_recorded_benchmark_is_of_the_verified_kernels():
+    """The latest speed record (bench_path_v5.json) was run at the commit whose sweep sets GPU_VERIFIED."""
+    import kernels
+    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path_v5.json").read_text())
+    sweep = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
+    assert bench["provenance"]["commit"] == sweep["provenance"]["commit"]
+    methods = {r["method"] for r in bench["rows"]}
+    assert {"sdpa", "ours_path", "ours_pathfox", "fla_path", "fla_pathfox"} <= methods
+    assert {r["D"] for r in bench["rows"]} == {64, 128}
