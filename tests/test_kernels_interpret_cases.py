@@ -377,3 +377,19 @@ def test_pair_kernel_matches_the_torch_products():
     om = torch.full((B, H, NS * (NS - 1) // 2, D, D), float("nan"))
     K._pair_kernel[(NS - 1, B * H)](seg, om, NS, HK=H, D=D, PREC="ieee", num_warps=4)
     _close(om, _pair_products(seg.double()), rtol=1e-5, name="Om")
+
+
+def test_warp_override_is_parsed_and_checked(monkeypatch):
+    """PATH_KERNELS_WARPS (for tuning runs) sets the warps of the per-block / per-segment kernels; a
+    malformed value is a ValueError that names the variable, not a silent default."""
+    from kernels._path import _aux_warps
+    q = torch.zeros(1, 16, 2, 64)
+    monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
+    assert set(_aux_warps(q, 4)) == {"ut", "prep", "block", "intra", "seg"}
+    monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2")
+    w = _aux_warps(q, 4)
+    assert (w["ut"], w["intra"], w["prep"]) == (8, 2, 4)
+    for bad in ("fwd=4", "ut=3", "ut"):
+        monkeypatch.setenv("PATH_KERNELS_WARPS", bad)
+        with pytest.raises(ValueError, match="PATH_KERNELS_WARPS"):
+            _aux_warps(q, 4)
