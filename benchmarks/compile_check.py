@@ -76,7 +76,8 @@ def configs(arch, dtype, D, BT=None):
     qt = "*" + dtype
     ce = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, TDT=TDT, PREC=prec)
     blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)
-    bwd = dict(blk, PREC=prec if (half and D <= 64) else p32)
+    bwd = dict(blk, PREC=prec if half else p32)
+    seg_rows, block_cols = (32, 64) if D >= 128 else (D, D)  # kernels/_path.py: _SEG_ROWS, _BLOCK_COLS
     return BT, [
         (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt), ce, warps, stages),
         (K._bwd_inter_q_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
@@ -86,8 +87,8 @@ def configs(arch, dtype, D, BT=None):
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
         (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),
         (K._pair_kernel, {}, dict(HK=2, D=D, PREC=p32), aux["seg"], 1),
-        (K._seg_bwd_kernel, dict(KA=qt), bwd, aux["seg"], 1),
-        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(bwd, HQ=4), aux["block"], 1),
+        (K._seg_bwd_kernel, dict(KA=qt), dict(bwd, DR=seg_rows), aux["seg"], 1),
+        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(bwd, HQ=4, DC=block_cols, SEGS=True), aux["block"], 1),
     ]
 
 

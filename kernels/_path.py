@@ -173,6 +173,9 @@ def _precompute(k, w, beta, BT, SB, cdt, PREC, SOLVE_PREC, warps):
          dict(HK=HK, D=D, BT=BT, SOLVE_PREC=SOLVE_PREC, num_warps=warps["ut"], num_stages=1))
     _run(kern._prep_kernel, (NB, B * HK), (k, w, TW, KA, TM, MM, T, NB),
          dict(HK=HK, D=D, BT=BT, PREC=PREC, num_warps=warps["prep"], num_stages=1))
+    if NS == 1:  # one segment: no segment products (the kernels compile their segment loops out)
+        OM = torch.eye(D, **f32).expand(B, HK, 1, D, D).contiguous()
+        return dict(TW=TW, KA=KA, KS=KA, TM=TM, MM=MM, NM=NM, RS=OM, SEG=OM, OM=OM)
     KS = torch.empty(B, T, HK, D, dtype=cdt, device=dev)
     RS = torch.empty(B, HK, NB, D, D, **f32)
     Seg = torch.empty(B, HK, NS, D, D, **f32)
@@ -284,15 +287,45 @@ def _aux_warps(q, warps):
     return out
 
 
-def _block_prec(q, backward=False):
+def _block_prec(q):
     """Dot precision of the per-block products other than the UT solve: tf32 for half-precision inputs
     (the same 10-bit mantissa as the fp16 transports of the attention kernels), float32 accuracy
-    (tf32x3 / ieee) for float32 inputs. The backward's segment and block kernels at D = 128 stay at
-    tf32x3: with tf32 their float32 operands need 320-360 KB of shared memory on sm_90 (limit 227 KB;
-    tf32x3 needs 128-160 KB)."""
-    if q.dtype == torch.float32 or (backward and q.shape[-1] > 64):
+    (tf32x3 / ieee) for float32 inputs. v6: the backward's segment and block kernels work on row
+    blocks / column chunks (``_seg_rows``, ``_block_cols``), so tf32 fits at D = 128 too (v5 kept
+    tf32x3 there: whole ``D x D`` float32 operands needed 320-360 KB of shared memory)."""
+    if q.dtype == torch.float32:
         return _fp32_prec(q)
     return "tf32"
+
+
+# rows of the carried D x D gradient per program of _seg_bwd_kernel, and head-dim columns per chunk of
+# _bwd_block_kernel, by head dim (module-level so that the CPU tests can split small head dims too);
+# the override PATH_KERNELS_SPLIT="seg_rows=32,block_cols=32" is for tuning runs
+_SEG_ROWS = {128: 32}
+_BLOCK_COLS = {128: 64}
+
+
+def _split_override(key: str, D: int):
+    spec = os.environ.get("PATH_KERNELS_SPLIT", "")
+    for item in filter(None, spec.split(",")):
+        name, _, val = item.partition("=")
+        val = val.strip()
+        if name.strip() not in ("seg_rows", "block_cols") or val not in ("16", "32", "64", "128"):
+            raise ValueError("PATH_KERNELS_SPLIT: expected items like 'seg_rows=32' with keys "
+                             f"('seg_rows', 'block_cols') and values 16, 32, 64 or 128, got {item!r}")
+        if name.strip() == key:
+            return min(int(val), D)
+    return None
+
+
+def _seg_rows(D: int) -> int:
+    """Rows of the carried ``D x D`` gradient per program of ``_seg_bwd_kernel`` (divides D)."""
+    return _split_override("seg_rows", D) or _SEG_ROWS.get(D, D)
+
+
+def _block_cols(D: int) -> int:
+    """Head-dim columns per chunk of ``_bwd_block_kernel`` (divides D)."""
+    return _split_override("block_cols", D) or _BLOCK_COLS.get(D, D)
 
 
 def _fp32_prec(q):
@@ -373,19 +406,26 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         dks = dks.view(B, T, HK, grp, D).sum(3)
         dv = dv.view(B, T, HK, grp, D).sum(3)
         dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
-    # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products)
-    dka_c = torch.empty(B, T, HK, D, **f32)
-    dtw_c = torch.empty(B, T, HK, D, **f32)
-    dw_c = torch.empty(B, T, HK, D, **f32)
-    _run(kern._seg_bwd_kernel, (NS, B * HK),
-         (wf, TW, KA, dks.contiguous(), RS, dseg.contiguous(), dka_c, dtw_c, dw_c, T, NB, NS, SB),
-         dict(HK=HK, D=D, BT=BT, PREC=_block_prec(q, backward=True), num_warps=aux["seg"], num_stages=1))
+    # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products); none for one segment
+    bprec = _block_prec(q)
+    if NS > 1:
+        DR = _seg_rows(D)
+        alloc = torch.empty if DR == D else torch.zeros  # row blocks add their parts (atomics)
+        dka_c = torch.empty(B, T, HK, D, **f32)
+        dtw_c = alloc(B, T, HK, D, **f32)
+        dw_c = alloc(B, T, HK, D, **f32)
+        _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR),
+             (wf, TW, KA, dks.contiguous(), RS, dseg.contiguous(), dka_c, dtw_c, dw_c, T, NB, NS, SB),
+             dict(HK=HK, D=D, BT=BT, DR=DR, PREC=bprec, num_warps=aux["seg"], num_stages=1))
+    else:
+        dka_c = dtw_c = dw_c = dka  # not read (SEGS=False)
     dk_out = torch.empty_like(k)
     dw_out = torch.empty(B, T, HK, D, **f32)
     db_out = torch.empty(B, T, HK, **f32)
     _run(kern._bwd_block_kernel, (NB, B * HK),
          (k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dk_out, dw_out, db_out, T, NB, grp),
-         dict(HQ=HQ, HK=HK, D=D, BT=BT, PREC=_block_prec(q, backward=True), num_warps=aux["block"], num_stages=1))
+         dict(HQ=HQ, HK=HK, D=D, BT=BT, DC=_block_cols(D), PREC=bprec, SEGS=NS > 1,
+              num_warps=aux["block"], num_stages=1))
     dG = dg.transpose(1, 2) if has_g else None
     return dq.to(q.dtype), dk_out, dv.to(v.dtype), dw_out, db_out, dG
 

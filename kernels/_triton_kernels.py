@@ -62,6 +62,15 @@ def _tile(ptr, base, t0, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
 
 
 @triton.jit
+def _chunk(ptr, base, t0, d0, H: tl.constexpr, D: tl.constexpr, DC: tl.constexpr, BT: tl.constexpr):
+    """Pointers of the ``[BT, DC]`` chunk at columns ``d0 : d0 + DC`` of a ``[BT, D]`` tile of a
+    ``[B, T, H, D]`` tensor (base as in ``_tile``)."""
+    rt = tl.arange(0, BT)
+    rc = tl.arange(0, DC)
+    return ptr + base + (t0 + rt).to(tl.int64)[:, None] * (H * D) + d0 + rc[None, :]
+
+
+@triton.jit
 def _sq(ptr, base, idx, N: tl.constexpr):
     """Pointers of the ``idx``-th ``[N, N]`` matrix of a contiguous stack starting at ``base``."""
     rn = tl.arange(0, N)
@@ -532,10 +541,17 @@ def _prep_kernel(K, W, TW, KA, TM, MM, T, NB,
 def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW, DT, OUT_DK, OUT_DW, OUT_DB,
                       T, NB, GRP,
                       HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
-                      PREC: tl.constexpr):
+                      DC: tl.constexpr, PREC: tl.constexpr, SEGS: tl.constexpr = True):
     """Per block, float32: chain rule through T W, K-> = K - M^T W, M = T strictLower(W K^T) and the
-    UT transform, summing the query heads of the group. DKS_KA / DTW are per key head (the segment
-    chain's contributions to dK->, d(T W) and dW); DKA, DK, DW, DT are per query head (kernels)."""
+    UT transform, summing the query heads of the group. DKS_KA / DTW / DWC are per key head (the
+    segment chain's contributions to dK->, d(T W) and dW; not read when ``SEGS`` is False: one
+    segment); DKA, DK, DW, DT are per query head (attention kernels).
+
+    Two passes over the head dim in chunks of ``DC`` columns, so that only ``BT x BT`` tiles and
+    ``BT x DC`` chunks are live (v6; v5 held seven ``BT x D`` float32 tiles: a 4.4 KB stack at
+    D = 128): pass 1 accumulates the contractions over D (``dTW W^T``, ``W dK->^T``, ``W K^T``),
+    then the ``BT x BT`` algebra of the UT transform; pass 2 writes dk, dw chunk by chunk (every term
+    is a ``BT x BT`` matrix times a ``BT x DC`` chunk) and dbeta."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -546,54 +562,70 @@ def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW,
     c0 = i_c * BT
     strict = rt[:, None] > rt[None, :]
     causal = rt[:, None] >= rt[None, :]
-    w = tl.load(_tile(W, kbase, c0, HK, D, BT))
-    k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
-    beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
-    tw = tl.load(_tile(TW, kbase, c0, HK, D, BT))
-    tm = tl.load(_sq(TM, mbase, i_c, BT))
-    mm = tl.load(_sq(MM, mbase, i_c, BT))
-    nm = tl.load(_sq(NM, mbase, i_c, BT))
-    dka = tl.load(_tile(DKS_KA, kbase, c0, HK, D, BT))
-    dtw = tl.load(_tile(DTW, kbase, c0, HK, D, BT))
-    dk = tl.zeros([BT, D], dtype=tl.float32)
-    dw = tl.load(_tile(DWC, kbase, c0, HK, D, BT))
+    # pass 1: contractions over the head dim
     dt = tl.zeros([BT, BT], dtype=tl.float32)
+    dm = tl.zeros([BT, BT], dtype=tl.float32)
+    cm = tl.zeros([BT, BT], dtype=tl.float32)
+    for j in range(0, D // DC):
+        d0 = j * DC
+        w = tl.load(_chunk(W, kbase, c0, d0, HK, D, DC, BT))
+        k = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT)).to(tl.float32)
+        dka = tl.zeros([BT, DC], dtype=tl.float32)
+        if SEGS:
+            dka += tl.load(_chunk(DKS_KA, kbase, c0, d0, HK, D, DC, BT))
+            dtw = tl.load(_chunk(DTW, kbase, c0, d0, HK, D, DC, BT))
+            dt += tl.dot(dtw, tl.trans(w), input_precision=PREC)   # T W
+        for g in range(0, GRP):
+            qbase = (i_b.to(tl.int64) * T * HQ + i_hk * GRP + g) * D
+            dka += tl.load(_chunk(DKA, qbase, c0, d0, HQ, D, DC, BT))
+        dm -= tl.dot(w, tl.trans(dka), input_precision=PREC)      # K-> = K - M^T W
+        cm += tl.dot(w, tl.trans(k), input_precision=PREC)        # M = T C, C = strictLower(W K^T)
     for g in range(0, GRP):
-        i_hq = i_hk * GRP + g
-        qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
-        dtbase = (i_b.to(tl.int64) * HQ + i_hq) * NB * BT * BT
-        dka += tl.load(_tile(DKA, qbase, c0, HQ, D, BT))
-        dk += tl.load(_tile(DK, qbase, c0, HQ, D, BT))
-        dw += tl.load(_tile(DW, qbase, c0, HQ, D, BT))
+        dtbase = (i_b.to(tl.int64) * HQ + i_hk * GRP + g) * NB * BT * BT
         dt += tl.load(_sq(DT, dtbase, i_c, BT))
-    # T W
-    dt += tl.dot(dtw, tl.trans(w), input_precision=PREC)
-    dw += tl.dot(tl.trans(tm), dtw, input_precision=PREC)
-    # K-> = K - M^T W
-    dk += dka
-    dm = -tl.dot(w, tl.trans(dka), input_precision=PREC)
-    dw -= tl.dot(mm, dka, input_precision=PREC)
-    # M = T C, C = strictLower(W K^T)
-    cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
+    cm = tl.where(strict, cm, 0.0)
     dt += tl.dot(dm, tl.trans(cm), input_precision=PREC)
+    tm = tl.load(_sq(TM, mbase, i_c, BT))
     dc = tl.where(strict, tl.dot(tl.trans(tm), dm, input_precision=PREC), 0.0)
-    dw += tl.dot(dc, k, input_precision=PREC)
-    dk += tl.dot(tl.trans(dc), w, input_precision=PREC)
     # T = N diag(beta), N = (I + A)^-1, A = strictLower(diag(beta) W W^T)
+    nm = tl.load(_sq(NM, mbase, i_c, BT))
+    beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
     dt = tl.where(causal, dt, 0.0)
     db = tl.sum(dt * nm, 0)
     dn = dt * beta[None, :]
     nt = tl.trans(nm)
     da = -tl.dot(tl.dot(nt, dn, input_precision=PREC), nt, input_precision=PREC)
     da = tl.where(strict, da, 0.0)
-    wwt = tl.dot(w, tl.trans(w), input_precision=PREC)
-    db += tl.sum(da * wwt, 1)
-    dww = beta[:, None] * da
-    dw += tl.dot(dww, w, input_precision=PREC) + tl.dot(tl.trans(dww), w, input_precision=PREC)
-    tl.store(_tile(OUT_DK, kbase, c0, HK, D, BT), dk.to(OUT_DK.dtype.element_ty))
-    tl.store(_tile(OUT_DW, kbase, c0, HK, D, BT), dw)
+    dwwt = tl.trans(beta[:, None] * da)
+    # pass 2: dk, dw chunk by chunk
+    mm = tl.load(_sq(MM, mbase, i_c, BT))
+    for j in range(0, D // DC):
+        d0 = j * DC
+        w = tl.load(_chunk(W, kbase, c0, d0, HK, D, DC, BT))
+        k = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT)).to(tl.float32)
+        dka = tl.zeros([BT, DC], dtype=tl.float32)
+        dw = tl.zeros([BT, DC], dtype=tl.float32)
+        if SEGS:
+            dka += tl.load(_chunk(DKS_KA, kbase, c0, d0, HK, D, DC, BT))
+            dw += tl.load(_chunk(DWC, kbase, c0, d0, HK, D, DC, BT))
+            dtw = tl.load(_chunk(DTW, kbase, c0, d0, HK, D, DC, BT))
+            dw += tl.dot(tl.trans(tm), dtw, input_precision=PREC)
+        dk = tl.zeros([BT, DC], dtype=tl.float32)
+        for g in range(0, GRP):
+            qbase = (i_b.to(tl.int64) * T * HQ + i_hk * GRP + g) * D
+            dka += tl.load(_chunk(DKA, qbase, c0, d0, HQ, D, DC, BT))
+            dk += tl.load(_chunk(DK, qbase, c0, d0, HQ, D, DC, BT))
+            dw += tl.load(_chunk(DW, qbase, c0, d0, HQ, D, DC, BT))
+        dk += dka + tl.dot(tl.trans(dc), w, input_precision=PREC)
+        # A = strictLower(diag(beta) W W^T): dbeta_i += sum_j dA_ij (w_i . w_j) = sum_d (dA W)_id W_id,
+        # dW += diag(beta) dA W + (diag(beta) dA)^T W (no BT x BT W W^T tile needed)
+        y = tl.dot(da, w, input_precision=PREC)
+        db += tl.sum(y * w, 1)
+        dw += tl.dot(dc, k, input_precision=PREC) - tl.dot(mm, dka, input_precision=PREC) \
+            + beta[:, None] * y + tl.dot(dwwt, w, input_precision=PREC)
+        tl.store(_chunk(OUT_DK, kbase, c0, d0, HK, D, DC, BT), dk.to(OUT_DK.dtype.element_ty))
+        tl.store(_chunk(OUT_DW, kbase, c0, d0, HK, D, DC, BT), dw)
     tl.store(OUT_DB + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk, db)
-
 
 @triton.jit
 def _seg_fwd_kernel(W, TW, KA, KS, RS, SEG, T, NB, NS, SB,
@@ -628,35 +660,53 @@ def _seg_fwd_kernel(W, TW, KA, KS, RS, SEG, T, NB, NS, SB,
 
 @triton.jit
 def _seg_bwd_kernel(W, TW, KA, DKS, RS, DSEG, DKA_C, DTW_C, DW_C, T, NB, NS, SB,
-                    HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
-    """Chain rule through ``_seg_fwd_kernel`` (one segment, one key head), first block to last: with
-    ``X`` the gradient of ``R_{j-1}`` (``X = dSeg`` at the start), block j gives
-    ``dK->_j = dKseg_j R_j``, ``d(T W)_j = -W_j dP``, ``dW_j = -(T W)_j dP^T`` with ``dP = R_j^T X``,
-    and ``X <- X - (X (T W)_j^T) W_j + dKseg_j^T K->_j``."""
+                    HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, DR: tl.constexpr,
+                    PREC: tl.constexpr):
+    """Chain rule through ``_seg_fwd_kernel`` (one segment, one key head, rows ``r0 : r0 + DR`` of the
+    carried gradient; grid axis 2 runs over the ``D / DR`` row blocks), first block to last: with ``X``
+    the gradient of ``R_{j-1}`` (``X = dSeg`` at the start), block j gives ``dK->_j = dKseg_j R_j``,
+    ``d(T W)_j = -(W_j R_j^T) X``, ``dW_j = -((T W)_j X^T) R_j``, and
+    ``X <- X - (X (T W)_j^T) W_j + dKseg_j^T K->_j``. The update of ``X`` is row by row, so the rows
+    split over programs (v6: at D = 128 a whole ``D x D`` state spilled 3.5 KB); each program writes
+    its columns of ``dK->`` and adds its part of ``d(T W)``, ``dW`` (atomics when ``DR < D``; two
+    addends onto zero are order-independent, so ``DR = D / 2`` stays deterministic)."""
     i_s = tl.program_id(0)
     i_bh = tl.program_id(1)
+    i_r = tl.program_id(2)
     i_b = i_bh // HK
     i_hk = i_bh % HK
+    r0 = i_r * DR
+    rr = tl.arange(0, DR)
+    rd = tl.arange(0, D)
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     rbase = (i_b.to(tl.int64) * HK + i_hk) * NB * D * D
     sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
-    x = tl.load(_sq(DSEG, sbase, i_s, D))
+    rows = (r0 + rr)[:, None] * D + rd[None, :]     # rows r0 : r0 + DR of a D x D matrix
+    cols = rd[:, None] * D + (r0 + rr)[None, :]     # its columns r0 : r0 + DR
+    x = tl.load(DSEG + sbase + i_s * D * D + rows)
     a_blk = i_s * SB
     e_blk = tl.minimum(a_blk + SB, NB)
     for j in range(a_blk, e_blk):
         t0 = j * BT
-        r = tl.load(_sq(RS, rbase, j, D))
+        rrow = tl.load(RS + rbase + j * D * D + rows)
+        rcol = tl.load(RS + rbase + j * D * D + cols)
         dks = tl.load(_tile(DKS, kbase, t0, HK, D, BT))
+        tl.store(_chunk(DKA_C, kbase, t0, r0, HK, D, DR, BT), tl.dot(dks, rcol, input_precision=PREC))
         wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
         twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
+        if DR == D:  # the whole state: dP = R_j^T X once
+            dp = tl.dot(tl.trans(rrow), x, input_precision=PREC)
+            tl.store(_tile(DTW_C, kbase, t0, HK, D, BT), -tl.dot(wb, dp, input_precision=PREC))
+            tl.store(_tile(DW_C, kbase, t0, HK, D, BT), -tl.dot(twb, tl.trans(dp), input_precision=PREC))
+        else:  # this program's part: rows r0 : r0 + DR of R_j and X
+            dtw = -tl.dot(tl.dot(wb, tl.trans(rrow), input_precision=PREC), x, input_precision=PREC)
+            dw = -tl.dot(tl.dot(twb, tl.trans(x), input_precision=PREC), rrow, input_precision=PREC)
+            tl.atomic_add(_tile(DTW_C, kbase, t0, HK, D, BT), dtw)
+            tl.atomic_add(_tile(DW_C, kbase, t0, HK, D, BT), dw)
         ka = tl.load(_tile(KA, kbase, t0, HK, D, BT)).to(tl.float32)
-        tl.store(_tile(DKA_C, kbase, t0, HK, D, BT), tl.dot(dks, r, input_precision=PREC))
-        dp = tl.dot(tl.trans(r), x, input_precision=PREC)
-        tl.store(_tile(DTW_C, kbase, t0, HK, D, BT), -tl.dot(wb, dp, input_precision=PREC))
-        tl.store(_tile(DW_C, kbase, t0, HK, D, BT), -tl.dot(twb, tl.trans(dp), input_precision=PREC))
+        dksr = tl.load(_chunk(DKS, kbase, t0, r0, HK, D, DR, BT))
         x = x - tl.dot(tl.dot(x, tl.trans(twb), input_precision=PREC), wb, input_precision=PREC) \
-            + tl.dot(tl.trans(dks), ka, input_precision=PREC)
-
+            + tl.dot(tl.trans(dksr), ka, input_precision=PREC)
 
 @triton.jit
 def _pair_kernel(SEG, OM, NS, HK: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):
