@@ -61,7 +61,7 @@ def configs(arch, dtype, D, BT=None):
     BT = BT or (64 if half else 32)
     warps = 4 if (D <= 64 or arch < 80) else 8
     if arch >= 80 and D >= 128:
-        aux = dict(ut=4, prep=4, block=8, intra=8, seg=8)
+        aux = dict(ut=4, prep=4, block=4, intra=8, seg=8)
     elif arch >= 80 and D >= 64 and half:
         aux = dict(ut=4, prep=4, block=4, intra=4, seg=4)
     elif arch >= 80 and D >= 64:
@@ -77,17 +77,20 @@ def configs(arch, dtype, D, BT=None):
     ce = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, TDT=TDT, PREC=prec)
     blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)
     bwd = dict(blk, PREC=prec if half else p32)
-    seg_rows, block_cols = (32, 64) if D >= 128 else (D, D)  # kernels/_path.py: _SEG_ROWS, _BLOCK_COLS
+    seg_split = 32 if D >= 128 else D  # kernels/_path.py: _SEG_SPLIT, _BLOCK_COLS
+    block_cols = 32 if D >= 64 else D
     return BT, [
+        (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
         (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt), ce, warps, stages),
         (K._bwd_inter_q_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
         (K._bwd_inter_kv_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
-        (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt), ce, aux["intra"], 1),
+        (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt, DQ=qt), ce, aux["intra"], 1),
         (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
         (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),
         (K._pair_kernel, {}, dict(HK=2, D=D, PREC=p32), aux["seg"], 1),
-        (K._seg_bwd_kernel, dict(KA=qt), dict(bwd, DR=seg_rows), aux["seg"], 1),
+        (K._seg_bwd_kernel, dict(KA=qt), dict(bwd, DR=seg_split), aux["seg"], 1),
+        (K._seg_grad_kernel, {}, dict(bwd, DC=seg_split), aux["seg"], 1),
         (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(bwd, HQ=4, DC=block_cols, SEGS=True), aux["block"], 1),
     ]
 

@@ -1,5 +1,7 @@
-"""PaTH attention with Triton kernels: validation, padding, the autograd Function and the float32
-block-level pre/post-processing (UT transforms, block and segment products, and their chain rule).
+"""PaTH attention with Triton kernels: validation, padding, configuration (block length, segments,
+warps, splits), the launches of the forward and backward kernels (``_triton_kernels.py``: all
+per-block, per-segment and attention work is Triton) and the autograd Function; plus the float32 torch
+code of ``transform_keys_to_end``.
 
 Memory beyond inputs/outputs: O(T D) per head (per-block factors ``T``, ``T W``, ``K->``, ``Kseg``,
 ``Q0``, per-block ``D x D`` products during pre/post-processing, per-head float32 gradient buffers)
@@ -37,7 +39,7 @@ def _triton():
 # Shared memory (bytes) the largest of the six kernels needs, read off AOT compiles for sm_90
 # (``benchmarks/results/compile_sm90.json``): half-precision inputs at BT = 64, float32 inputs (tf32x3)
 # at BT = 32. Other architectures may need a little more or less: the runtime fallback covers that.
-_SMEM_HALF_BT64 = {32: 81920, 64: 98304, 128: 172032}
+_SMEM_HALF_BT64 = {32: 90112, 64: 98304, 128: 172032}
 _SMEM_FP32_BT32 = {32: 40960, 64: 81920, 128: 229376}
 _MAX_BT = {}  # (device, dtype, D) -> largest block length known to fit (after an out-of-resources retry)
 _ONE_SEGMENT = set()  # (device, dtype, D) that need the single-segment mode
@@ -271,7 +273,7 @@ def _aux_warps(q, warps):
     cuda8 = q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8
     D = q.shape[-1]
     if cuda8 and D >= 128:
-        out = dict(ut=4, prep=4, block=8, intra=8, seg=8)
+        out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
     elif cuda8 and D >= 64 and q.dtype != torch.float32:
         out = dict(ut=4, prep=4, block=4, intra=4, seg=4)
     elif cuda8 and D >= 64:  # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
@@ -291,18 +293,20 @@ def _block_prec(q):
     """Dot precision of the per-block products other than the UT solve: tf32 for half-precision inputs
     (the same 10-bit mantissa as the fp16 transports of the attention kernels), float32 accuracy
     (tf32x3 / ieee) for float32 inputs. v6: the backward's segment and block kernels work on row
-    blocks / column chunks (``_seg_rows``, ``_block_cols``), so tf32 fits at D = 128 too (v5 kept
+    blocks / column chunks (``_seg_split``, ``_block_cols``), so tf32 fits at D = 128 too (v5 kept
     tf32x3 there: whole ``D x D`` float32 operands needed 320-360 KB of shared memory)."""
     if q.dtype == torch.float32:
         return _fp32_prec(q)
     return "tf32"
 
 
-# rows of the carried D x D gradient per program of _seg_bwd_kernel, and head-dim columns per chunk of
-# _bwd_block_kernel, by head dim (module-level so that the CPU tests can split small head dims too);
-# the override PATH_KERNELS_SPLIT="seg_rows=32,block_cols=32" is for tuning runs
-_SEG_ROWS = {128: 32}
-_BLOCK_COLS = {128: 64}
+# how the backward splits its D x D segment matrices (rows of the carried gradient per program of
+# _seg_bwd_kernel, columns per chunk in _seg_grad_kernel) and the head dim of _bwd_block_kernel (columns
+# per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/NOTES.md (v6).
+# Module-level so that the CPU tests can split small head dims too; the override
+# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32" is for tuning runs
+_SEG_SPLIT = {128: 32}
+_BLOCK_COLS = {64: 32, 128: 32}
 
 
 def _split_override(key: str, D: int):
@@ -310,17 +314,18 @@ def _split_override(key: str, D: int):
     for item in filter(None, spec.split(",")):
         name, _, val = item.partition("=")
         val = val.strip()
-        if name.strip() not in ("seg_rows", "block_cols") or val not in ("16", "32", "64", "128"):
-            raise ValueError("PATH_KERNELS_SPLIT: expected items like 'seg_rows=32' with keys "
-                             f"('seg_rows', 'block_cols') and values 16, 32, 64 or 128, got {item!r}")
+        if name.strip() not in ("seg_split", "block_cols") or val not in ("16", "32", "64", "128"):
+            raise ValueError("PATH_KERNELS_SPLIT: expected items like 'seg_split=32' with keys "
+                             f"('seg_split', 'block_cols') and values 16, 32, 64 or 128, got {item!r}")
         if name.strip() == key:
             return min(int(val), D)
     return None
 
 
-def _seg_rows(D: int) -> int:
-    """Rows of the carried ``D x D`` gradient per program of ``_seg_bwd_kernel`` (divides D)."""
-    return _split_override("seg_rows", D) or _SEG_ROWS.get(D, D)
+def _seg_split(D: int) -> int:
+    """Rows of the carried ``D x D`` gradient per program of ``_seg_bwd_kernel``, and columns per chunk
+    in ``_seg_grad_kernel`` (divides D)."""
+    return _split_override("seg_split", D) or _SEG_SPLIT.get(D, D)
 
 
 def _block_cols(D: int) -> int:
@@ -373,13 +378,14 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dev = q.device
     do = do.contiguous()
     f32 = dict(dtype=torch.float32, device=dev)
-    delta = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()  # [B, HQ, T]
+    delta = torch.empty(B, HQ, T, **f32)  # do . o per query row
+    _run(kern._delta_kernel, (NB, B * HQ), (do, o, delta, T), dict(HQ=HQ, D=D, BT=BT, num_warps=4, num_stages=1))
     dq0 = torch.empty(B, T, HQ, D, **f32)
     dseg = torch.zeros(B, HQ, NS, D, D, **f32)
     dg = torch.zeros(B, HQ, T, **f32)
     dks = torch.empty(B, T, HQ, D, **f32)
     dv = torch.empty(B, T, HQ, D, **f32)
-    dq = torch.empty(B, T, HQ, D, **f32)
+    dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the intra kernel
     dk = torch.empty(B, T, HQ, D, **f32)
     dka = torch.zeros(B, T, HQ, D, **f32)
     dw = torch.zeros(B, T, HQ, D, **f32)
@@ -409,14 +415,19 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products); none for one segment
     bprec = _block_prec(q)
     if NS > 1:
-        DR = _seg_rows(D)
-        alloc = torch.empty if DR == D else torch.zeros  # row blocks add their parts (atomics)
-        dka_c = torch.empty(B, T, HK, D, **f32)
-        dtw_c = alloc(B, T, HK, D, **f32)
-        dw_c = alloc(B, T, HK, D, **f32)
+        dks = dks.contiguous()
+        XS = torch.empty(B, HK, NB, D, D, **f32)
+        DR = _seg_split(D)
         _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR),
-             (wf, TW, KA, dks.contiguous(), RS, dseg.contiguous(), dka_c, dtw_c, dw_c, T, NB, NS, SB),
+             (wf, TW, KA, dks, dseg.contiguous(), XS, T, NB, NS, SB),
              dict(HK=HK, D=D, BT=BT, DR=DR, PREC=bprec, num_warps=aux["seg"], num_stages=1))
+        dka_c = torch.empty(B, T, HK, D, **f32)
+        dtw_c = torch.empty(B, T, HK, D, **f32)
+        dw_c = torch.empty(B, T, HK, D, **f32)
+        _run(kern._seg_grad_kernel, (NB, B * HK),
+             (wf, TW, dks, RS, XS, dka_c, dtw_c, dw_c, T, NB),
+             dict(HK=HK, D=D, BT=BT, DC=DR, PREC=bprec, num_warps=aux["seg"], num_stages=1))
+        del XS
     else:
         dka_c = dtw_c = dw_c = dka  # not read (SEGS=False)
     dk_out = torch.empty_like(k)
@@ -427,7 +438,7 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
          dict(HQ=HQ, HK=HK, D=D, BT=BT, DC=_block_cols(D), PREC=bprec, SEGS=NS > 1,
               num_warps=aux["block"], num_stages=1))
     dG = dg.transpose(1, 2) if has_g else None
-    return dq.to(q.dtype), dk_out, dv.to(v.dtype), dw_out, db_out, dG
+    return dq, dk_out, dv.to(v.dtype), dw_out, db_out, dG
 
 
 def _is_oor(e: Exception) -> bool:

@@ -14,13 +14,16 @@ Notation (row-vector convention, ``P_b = I - W_b^T T_b W_b`` the product of bloc
   start of its own segment; ``Om(kc, k) = Seg_{kc-1} ... Seg_{k+1}`` so that the query state at the
   end of an earlier segment k is ``Q0_c Om(kc, k)`` (random access, no scan needed).
 
-Kernels: ``_prep_kernel`` (per block: UT transform by a blocked inverse, T W, M, K->),
-``_fwd_kernel`` (per query block: diagonal block by the UT all-pairs form, own segment with the thin
-scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as plain attention against ``Kseg`` with one
-``D x D`` product per segment), and the backward: ``_bwd_inter_q_kernel`` (dQ0, dSeg),
-``_bwd_inter_kv_kernel`` (dKseg, dV), ``_bwd_intra_kernel`` (diagonal blocks and pairs inside a
-segment, transports, dW/dT of crossed blocks) and ``_bwd_block_kernel`` (per-block chain rule through
-T W, K->, M and the UT transform into dk, dw, dbeta). See ``benchmarks/NOTES.md``.
+Kernels. Forward: ``_ut_kernel`` (per block: the UT transform ``T``, ``N`` in float32 accuracy),
+``_prep_kernel`` (per block: ``T W``, ``M``, ``K->``), ``_seg_fwd_kernel`` (per segment: suffix products
+``R_j``, ``Kseg``, ``Seg``), ``_pair_kernel`` (``Om``), ``_fwd_kernel`` (per query block: diagonal block
+by the UT all-pairs form, own segment with the thin scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as
+plain attention against ``Kseg`` with one ``D x D`` product per segment). Backward: ``_delta_kernel``
+(``do . o``), ``_bwd_inter_q_kernel`` (dQ0, dSeg), ``_bwd_inter_kv_kernel`` (dKseg, dV),
+``_bwd_intra_kernel`` (diagonal blocks and pairs inside a segment, transports, dW/dT of crossed
+blocks), ``_seg_bwd_kernel`` + ``_seg_grad_kernel`` (chain rule through the segment products) and
+``_bwd_block_kernel`` (per-block chain rule through T W, K->, M and the UT transform into dk, dw,
+dbeta). See ``benchmarks/NOTES.md``.
 """
 import os
 
@@ -76,6 +79,20 @@ def _sq(ptr, base, idx, N: tl.constexpr):
     rn = tl.arange(0, N)
     return ptr + base + idx * (N * N) + rn[:, None] * N + rn[None, :]
 
+
+
+@triton.jit
+def _delta_kernel(DO, O, DELTA, T, HQ: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    """``delta_i = do_i . o_i`` in float32 for one block of one query head (``DELTA``: ``[B, HQ, T]``)."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    rt = tl.arange(0, BT)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    do = tl.load(_tile(DO, qbase, i_c * BT, HQ, D, BT)).to(tl.float32)
+    o = tl.load(_tile(O, qbase, i_c * BT, HQ, D, BT)).to(tl.float32)
+    tl.store(DELTA + i_bh.to(tl.int64) * T + i_c * BT + rt, tl.sum(do * o, 1))
 
 @triton.jit
 def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, SEG, OM, G, O, LSE, Q0,
@@ -413,7 +430,7 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
         dcm = tl.where(strict, dcm, 0.0)
         dwc += tl.dot(dcm.to(TDT), kc.to(TDT), input_precision=PREC)
         dkc += tl.dot(tl.trans(dcm).to(TDT), wc.to(TDT), input_precision=PREC)
-        tl.store(_tile(DQ, qbase, c0, HQ, D, BT), dq)
+        tl.store(_tile(DQ, qbase, c0, HQ, D, BT), dq.to(DQ.dtype.element_ty))
         tl.store(_tile(DK, qbase, c0, HQ, D, BT), dkc)
         pw = _tile(DW, qbase, c0, HQ, D, BT)
         tl.store(pw, tl.load(pw) + dwc)
@@ -659,17 +676,15 @@ def _seg_fwd_kernel(W, TW, KA, KS, RS, SEG, T, NB, NS, SB,
 
 
 @triton.jit
-def _seg_bwd_kernel(W, TW, KA, DKS, RS, DSEG, DKA_C, DTW_C, DW_C, T, NB, NS, SB,
+def _seg_bwd_kernel(W, TW, KA, DKS, DSEG, XS, T, NB, NS, SB,
                     HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, DR: tl.constexpr,
                     PREC: tl.constexpr):
-    """Chain rule through ``_seg_fwd_kernel`` (one segment, one key head, rows ``r0 : r0 + DR`` of the
-    carried gradient; grid axis 2 runs over the ``D / DR`` row blocks), first block to last: with ``X``
-    the gradient of ``R_{j-1}`` (``X = dSeg`` at the start), block j gives ``dK->_j = dKseg_j R_j``,
-    ``d(T W)_j = -(W_j R_j^T) X``, ``dW_j = -((T W)_j X^T) R_j``, and
-    ``X <- X - (X (T W)_j^T) W_j + dKseg_j^T K->_j``. The update of ``X`` is row by row, so the rows
-    split over programs (v6: at D = 128 a whole ``D x D`` state spilled 3.5 KB); each program writes
-    its columns of ``dK->`` and adds its part of ``d(T W)``, ``dW`` (atomics when ``DR < D``; two
-    addends onto zero are order-independent, so ``DR = D / 2`` stays deterministic)."""
+    """Chain rule through ``_seg_fwd_kernel``, the sequential part (one segment, one key head, rows
+    ``r0 : r0 + DR`` of the carried gradient; grid axis 2 runs over the ``D / DR`` row blocks), first
+    block to last: ``X`` is the gradient of ``R_{j-1}`` (``X = dSeg`` at the start); before block j it
+    is stored as ``XS_j``, then ``X <- X - (X (T W)_j^T) W_j + dKseg_j^T K->_j``, which acts on each
+    row of ``X`` alone (v6: at D = 128 a whole ``D x D`` state spilled 3.5 KB). The per-block
+    gradients that need ``X`` are computed in parallel afterwards by ``_seg_grad_kernel``."""
     i_s = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_r = tl.program_id(2)
@@ -679,34 +694,54 @@ def _seg_bwd_kernel(W, TW, KA, DKS, RS, DSEG, DKA_C, DTW_C, DW_C, T, NB, NS, SB,
     rr = tl.arange(0, DR)
     rd = tl.arange(0, D)
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
-    rbase = (i_b.to(tl.int64) * HK + i_hk) * NB * D * D
+    xbase = (i_b.to(tl.int64) * HK + i_hk) * NB * D * D
     sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
     rows = (r0 + rr)[:, None] * D + rd[None, :]     # rows r0 : r0 + DR of a D x D matrix
-    cols = rd[:, None] * D + (r0 + rr)[None, :]     # its columns r0 : r0 + DR
     x = tl.load(DSEG + sbase + i_s * D * D + rows)
     a_blk = i_s * SB
     e_blk = tl.minimum(a_blk + SB, NB)
     for j in range(a_blk, e_blk):
         t0 = j * BT
-        rrow = tl.load(RS + rbase + j * D * D + rows)
-        rcol = tl.load(RS + rbase + j * D * D + cols)
-        dks = tl.load(_tile(DKS, kbase, t0, HK, D, BT))
-        tl.store(_chunk(DKA_C, kbase, t0, r0, HK, D, DR, BT), tl.dot(dks, rcol, input_precision=PREC))
+        tl.store(XS + xbase + j * D * D + rows, x)
         wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
         twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
-        if DR == D:  # the whole state: dP = R_j^T X once
-            dp = tl.dot(tl.trans(rrow), x, input_precision=PREC)
-            tl.store(_tile(DTW_C, kbase, t0, HK, D, BT), -tl.dot(wb, dp, input_precision=PREC))
-            tl.store(_tile(DW_C, kbase, t0, HK, D, BT), -tl.dot(twb, tl.trans(dp), input_precision=PREC))
-        else:  # this program's part: rows r0 : r0 + DR of R_j and X
-            dtw = -tl.dot(tl.dot(wb, tl.trans(rrow), input_precision=PREC), x, input_precision=PREC)
-            dw = -tl.dot(tl.dot(twb, tl.trans(x), input_precision=PREC), rrow, input_precision=PREC)
-            tl.atomic_add(_tile(DTW_C, kbase, t0, HK, D, BT), dtw)
-            tl.atomic_add(_tile(DW_C, kbase, t0, HK, D, BT), dw)
         ka = tl.load(_tile(KA, kbase, t0, HK, D, BT)).to(tl.float32)
         dksr = tl.load(_chunk(DKS, kbase, t0, r0, HK, D, DR, BT))
         x = x - tl.dot(tl.dot(x, tl.trans(twb), input_precision=PREC), wb, input_precision=PREC) \
             + tl.dot(tl.trans(dksr), ka, input_precision=PREC)
+
+
+@triton.jit
+def _seg_grad_kernel(W, TW, DKS, RS, XS, DKA_C, DTW_C, DW_C, T, NB,
+                     HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, DC: tl.constexpr,
+                     PREC: tl.constexpr):
+    """Per block j and key head, after ``_seg_bwd_kernel``: with ``dP = R_j^T XS_j``,
+    ``dK->_j = dKseg_j R_j``, ``d(T W)_j = -W_j dP``, ``dW_j = -(T W)_j dP^T``; over column chunks
+    ``DC`` of ``dP`` so that only ``R_j`` is a whole ``D x D`` tile."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    rd = tl.arange(0, D)
+    rc = tl.arange(0, DC)
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    xbase = (i_b.to(tl.int64) * HK + i_hk) * NB * D * D + i_c * D * D
+    t0 = i_c * BT
+    r = tl.load(_sq(RS, xbase, 0, D))
+    wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
+    twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
+    dks = tl.load(_tile(DKS, kbase, t0, HK, D, BT))
+    dw = tl.zeros([BT, D], dtype=tl.float32)
+    for jc in range(0, D // DC):
+        d0 = jc * DC
+        xc = tl.load(XS + xbase + rd[:, None] * D + d0 + rc[None, :])      # XS_j[:, d0 : d0 + DC]
+        rcol = tl.load(RS + xbase + rd[:, None] * D + d0 + rc[None, :])    # R_j[:, d0 : d0 + DC]
+        dp = tl.dot(tl.trans(r), xc, input_precision=PREC)                 # dP[:, d0 : d0 + DC]
+        tl.store(_chunk(DTW_C, kbase, t0, d0, HK, D, DC, BT), -tl.dot(wb, dp, input_precision=PREC))
+        tl.store(_chunk(DKA_C, kbase, t0, d0, HK, D, DC, BT), tl.dot(dks, rcol, input_precision=PREC))
+        twc = tl.load(_chunk(TW, kbase, t0, d0, HK, D, DC, BT))
+        dw -= tl.dot(twc, tl.trans(dp), input_precision=PREC)
+    tl.store(_tile(DW_C, kbase, t0, HK, D, BT), dw)
 
 @triton.jit
 def _pair_kernel(SEG, OM, NS, HK: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):

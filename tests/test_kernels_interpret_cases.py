@@ -87,28 +87,28 @@ def test_forward_and_gradients(B, T, Hq, Hk, gate, seg, beta_mode):
     _check_against_reference(B, T, Hq, Hk, 32, gate, 16, seg, seed=1000 + T, beta_mode=beta_mode)
 
 
-@pytest.mark.parametrize("split", ["seg_rows", "block_cols", "both"])
+@pytest.mark.parametrize("split", ["seg_split", "block_cols", "both"])
 def test_gradients_with_row_and_column_splits(split, monkeypatch):
     """The backward's segment kernel on row blocks of its D x D state and the block kernel on column
     chunks of the head dim (what D = 128 uses on a GPU), here at D = 32 split in halves."""
     from kernels import _path as kp
-    if split in ("seg_rows", "both"):
-        monkeypatch.setattr(kp, "_SEG_ROWS", {32: 16})
+    if split in ("seg_split", "both"):
+        monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
     if split in ("block_cols", "both"):
         monkeypatch.setattr(kp, "_BLOCK_COLS", {32: 16})
-    assert (kp._seg_rows(32), kp._block_cols(32)) == ({"seg_rows": (16, 32), "block_cols": (32, 16),
+    assert (kp._seg_split(32), kp._block_cols(32)) == ({"seg_split": (16, 32), "block_cols": (32, 16),
                                                        "both": (16, 16)}[split])
     _check_against_reference(1, 90, 4, 2, 32, True, 16, 2, seed=77)
 
 
 def test_split_override_is_parsed_and_checked(monkeypatch):
     from kernels import _path as kp
-    monkeypatch.setenv("PATH_KERNELS_SPLIT", "seg_rows=16, block_cols=64")
-    assert kp._seg_rows(128) == 16 and kp._block_cols(128) == 64 and kp._block_cols(32) == 32
-    for bad in ("seg_rows", "rows=16", "seg_rows=24"):
+    monkeypatch.setenv("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64")
+    assert kp._seg_split(128) == 16 and kp._block_cols(128) == 64 and kp._block_cols(32) == 32
+    for bad in ("seg_split", "rows=16", "seg_split=24"):
         monkeypatch.setenv("PATH_KERNELS_SPLIT", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_SPLIT"):
-            kp._seg_rows(64)
+            kp._seg_split(64)
 
 
 def test_single_segment_skips_the_segment_kernels(monkeypatch):
