@@ -27,8 +27,8 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
 #: point (22 of 22 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
 #: is ``_VERIFIED_SOURCES_SHA256``.
-VERIFIED_BY = "benchmarks/results/correctness_sweep_v5.json"
-_VERIFIED_SOURCES_SHA256 = "59c9b4d38b6bb8240a29b4c8eb8206eb24270282ff4c97b7ef1c32e61df4e42e"
+VERIFIED_BY = "benchmarks/results/correctness_sweep_v6.json"
+_VERIFIED_SOURCES_SHA256 = "91ed0783a30b1f395f8afc2d4a4071ec752b91caa7dc2d8be34797a9a0bee3b9"
 _SOURCES = ("_path.py", "_triton_kernels.py")
 
 

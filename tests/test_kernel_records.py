@@ -1,6 +1,7 @@
 """The recorded GPU runs behind the kernels' status: the sweep that sets ``kernels.GPU_VERIFIED`` and
 the benchmark the speed chapter renders (CPU only: reads JSON, runs no kernel)."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ def test_verified_flag_names_a_complete_passing_sweep():
     # the record is of these sources
     assert rec["kernel_sources_sha256"] == kernels._VERIFIED_SOURCES_SHA256
     assert all(c["ok"] for c in rec["cases"])
-    assert "H200" in rec["provenance"]["device"] and len(rec["provenance"]["commit"]) == 40
+    # the commit as passed to the device run (PATH_BOOK_COMMIT): full or abbreviated (v6: 7 digits)
+    assert "H200" in rec["provenance"]["device"] and re.fullmatch(r"[0-9a-f]{7,40}", rec["provenance"]["commit"])
     # the flag is True exactly when the sources are the verified ones (a kernel edit turns it off)
     assert kernels.GPU_VERIFIED == (kernels.sources_sha256() == kernels._VERIFIED_SOURCES_SHA256)
     assert isinstance(kernels.GPU_VERIFIED, bool)
@@ -33,10 +35,10 @@ def test_auto_backend_is_blockwise_on_cpu():
     assert layer._resolve_backend(torch.zeros(1, 4, 2, 32)) == "blockwise"
 
 
-@pytest.mark.parametrize("name", ["bench_path_v4.json", "bench_path_v5.json", "bench_path_v5b.json",
+@pytest.mark.parametrize("name", ["bench_path_v4.json", "bench_path_v5.json", "bench_path_v5b.json", "bench_path_v6.json",
                                   "profile_parts_v3.json", "profile_parts_v4.json", "profile_parts_v5a.json",
                                   "profile_parts_v5a_intra4.json", "prep_variants_v5b.json",
-                                  "tune_segments_v5.json"])
+                                  "tune_segments_v5.json", "profile_parts_v6.json"])
 def test_speed_records_have_provenance_and_numbers(name):
     rec = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
     assert {"device", "torch", "triton", "commit", "date", "command"} <= set(rec["provenance"])
@@ -44,11 +46,12 @@ def test_speed_records_have_provenance_and_numbers(name):
 
 
 def test_the_recorded_benchmark_is_of_the_verified_kernels():
-    """The latest speed record (bench_path_v5.json) was run at the commit whose sweep sets GPU_VERIFIED."""
+    """The latest speed record (bench_path_v6.json) was run at the commit whose sweep sets GPU_VERIFIED."""
     import kernels
-    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path_v5.json").read_text())
+    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path_v6.json").read_text())
     sweep = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
-    assert bench["provenance"]["commit"] == sweep["provenance"]["commit"]
+    b, s = bench["provenance"]["commit"], sweep["provenance"]["commit"]  # full or abbreviated hashes
+    assert len(s) >= 7 and len(b) >= 7 and (b.startswith(s) or s.startswith(b))
     methods = {r["method"] for r in bench["rows"]}
     assert {"sdpa", "ours_path", "ours_pathfox", "fla_path", "fla_pathfox"} <= methods
     assert {r["D"] for r in bench["rows"]} == {64, 128}
