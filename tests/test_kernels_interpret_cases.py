@@ -115,14 +115,13 @@ def test_single_segment_skips_the_segment_kernels(monkeypatch):
     """One segment (NS == 1): no segment products are computed (v6: this is what lets fp16 at D = 128
     run on a T4's shared memory), and the results still match the reference."""
     from kernels import _path as kp
-    from kernels import _triton_kernels as K
     launched = []
     real_run = kp._run
     monkeypatch.setattr(kp, "_run", lambda kern, *a, **kw: (launched.append(kern.fn.__name__),
                                                            real_run(kern, *a, **kw))[1])
     _check_against_reference(1, 40, 2, 1, 32, True, 16, 3, seed=5)
     assert "_seg_fwd_kernel" not in launched and "_seg_bwd_kernel" not in launched
-    assert "_bwd_block_kernel" in launched and K is not None
+    assert "_bwd_block_kernel" in launched
 
 
 def test_varlen_cu_seqlens():
