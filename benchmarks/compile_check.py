@@ -60,7 +60,9 @@ def configs(arch, dtype, D, BT=None):
     half = dtype != "fp32"
     BT = BT or (64 if half else 32)
     warps = 4 if (D <= 64 or arch < 80) else 8
-    if arch >= 80 and D >= 128:
+    if arch >= 80 and D >= 128 and half:
+        aux = dict(ut=4, prep=4, block=4, intra=4, seg=8, fwd=4, inter_q=4, inter_kv=8)
+    elif arch >= 80 and D >= 128:
         aux = dict(ut=4, prep=4, block=4, intra=8, seg=8)
     elif arch >= 80 and D >= 64 and half:
         aux = dict(ut=4, prep=4, block=4, intra=4, seg=4)
@@ -81,9 +83,10 @@ def configs(arch, dtype, D, BT=None):
     block_cols = 32 if D >= 64 else D
     return BT, [
         (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
-        (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt), ce, warps, stages),
-        (K._bwd_inter_q_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
-        (K._bwd_inter_kv_kernel, dict(KS=qt, V=qt, DO=qt), ce, warps, stages),
+        (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), ce, aux.get("fwd", warps), stages),
+        (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), dict(ce, DC=seg_split), aux.get("inter_q", warps),
+         stages),
+        (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), ce, aux.get("inter_kv", warps), stages),
         (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt, DQ=qt), ce, aux["intra"], 1),
         (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),

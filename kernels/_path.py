@@ -264,22 +264,30 @@ def _stages(q):
 
 # warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
 # 4 warps halve the per-block kernels' time at D = 64: 255 registers and spills at 8); the override
-# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,seg=4" is for tuning runs
-_WARP_KEYS = ("ut", "prep", "block", "intra", "seg")
+# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,seg=4,fwd=8,inter_q=8,inter_kv=8" is for tuning runs
+_WARP_KEYS = ("ut", "prep", "block", "intra", "seg", "fwd", "inter_q", "inter_kv")
 
 
 def _aux_warps(q, warps):
-    """num_warps for the UT, prep, block chain-rule, intra-segment and segment-product kernels."""
+    """num_warps for the UT, prep, block chain-rule, intra-segment and segment-product kernels, and for
+    the attention kernels (forward, inter-segment query and key sides: ``warps`` from ``_config``)."""
     cuda8 = q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8
     D = q.shape[-1]
-    if cuda8 and D >= 128:
+    half = q.dtype != torch.float32
+    if cuda8 and D >= 128 and half:
+        # v7 (H200, benchmarks/NOTES.md): one warpgroup per 64-row tile for the forward, the query
+        # side and the intra kernel (forward 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384)
+        out = dict(ut=4, prep=4, block=4, intra=4, seg=8, fwd=4, inter_q=4, inter_kv=8)
+    elif cuda8 and D >= 128:
         out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
-    elif cuda8 and D >= 64 and q.dtype != torch.float32:
+    elif cuda8 and D >= 64 and half:
         out = dict(ut=4, prep=4, block=4, intra=4, seg=4)
     elif cuda8 and D >= 64:  # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
         out = dict(ut=4, prep=4, block=8, intra=8, seg=4)
     else:
         out = {key: warps for key in _WARP_KEYS}
+    for key in ("fwd", "inter_q", "inter_kv"):
+        out.setdefault(key, warps)
     spec = os.environ.get("PATH_KERNELS_WARPS", "")
     for item in filter(None, spec.split(",")):
         key, _, val = item.partition("=")
@@ -346,16 +354,18 @@ def _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps):
     NS = -(-NB // SB)
     CDT, TDT, PREC, cdt = _dtypes(q)
     wf, bf = w.float().contiguous(), beta.float().contiguous()
-    pre = _precompute(k, wf, bf, BT, SB, cdt, _block_prec(q), _fp32_prec(q), _aux_warps(q, warps))
+    aux = _aux_warps(q, warps)
+    pre = _precompute(k, wf, bf, BT, SB, cdt, _block_prec(q), _fp32_prec(q), aux)
     o = torch.empty_like(q)
     lse = torch.empty(B, HQ, T, dtype=torch.float32, device=q.device)
-    q0 = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device)
+    # the query states at their segment's start: the backward reads them only in the input dtype
+    q0 = torch.empty(B, T, HQ, D, dtype=cdt, device=q.device)
     Gh = G.transpose(1, 2).contiguous() if G is not None else lse
     _launch(kern._fwd_kernel, (NB, B * HQ),
-            (q, k, v, wf, pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["SEG"], pre["OM"],
+            (q, k, v, wf, pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["OM"],
              Gh, o, lse, q0, scale, T, NB, NS, SB),
             dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=CDT, TDT=TDT, PREC=PREC,
-                 SEGS=NS > 1, num_warps=warps), _stages(q))
+                 SEGS=NS > 1, num_warps=aux["fwd"]), _stages(q))
     saved = (q, k, v, wf, bf, Gh if G is not None else None, o, lse, q0,
              pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["NM"], pre["RS"], pre["SEG"], pre["OM"])
     return o, saved
@@ -383,7 +393,7 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dq0 = torch.empty(B, T, HQ, D, **f32)
     dseg = torch.zeros(B, HQ, NS, D, D, **f32)
     dg = torch.zeros(B, HQ, T, **f32)
-    dks = torch.empty(B, T, HQ, D, **f32)
+    dks = torch.empty(B, T, HQ, D, **f32) if NS > 1 else None  # gradient of Kseg (segment kernels only)
     dv = torch.empty(B, T, HQ, D, **f32)
     dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the intra kernel
     dk = torch.empty(B, T, HQ, D, **f32)
@@ -392,26 +402,28 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dt = torch.zeros(B, HQ, NB, BT, BT, **f32)
     scr = torch.empty(B, HQ, NS, SB * BT, D, **f32)
     Garg = Gh if has_g else lse
-    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC, num_warps=warps)
+    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC)
+    aux = _aux_warps(q, warps)
     if NS > 1:
         _launch(kern._bwd_inter_q_kernel, (NB, B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB), meta, _stages(q))
+                (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB),
+                dict(meta, DC=_seg_split(D), num_warps=aux["inter_q"]), _stages(q))
         _launch(kern._bwd_inter_kv_kernel, (NB, B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB), meta, _stages(q))
+                (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB),
+                dict(meta, num_warps=aux["inter_kv"]), _stages(q))
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
-        dks.zero_()
         dv.zero_()
-    aux = _aux_warps(q, warps)
     meta.update(num_stages=1, num_warps=aux["intra"])
     _run(kern._bwd_intra_kernel, (NS, B * HQ),
          (q, k, v, wf, TW, KA, TM, MM, Garg, do, lse, delta, dq0, scr,
           dq, dk, dka, dv, dw, dt, dg, scale, T, NB, NS, SB), meta)
     del scr, dq0
     if grp > 1:
-        dks = dks.view(B, T, HK, grp, D).sum(3)
         dv = dv.view(B, T, HK, grp, D).sum(3)
-        dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
+        if NS > 1:
+            dks = dks.view(B, T, HK, grp, D).sum(3)
+            dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
     # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products); none for one segment
     bprec = _block_prec(q)
     if NS > 1:

@@ -95,7 +95,7 @@ def _delta_kernel(DO, O, DELTA, T, HQ: tl.constexpr, D: tl.constexpr, BT: tl.con
     tl.store(DELTA + i_bh.to(tl.int64) * T + i_c * BT + rt, tl.sum(do * o, 1))
 
 @triton.jit
-def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, SEG, OM, G, O, LSE, Q0,
+def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0,
                 scale, T, NB, NS, SB,
                 HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                 HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr,
@@ -109,7 +109,6 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, SEG, OM, G, O, LSE, Q0,
     qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
-    sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
     obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
     gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
@@ -159,19 +158,25 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, SEG, OM, G, O, LSE, Q0,
         twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
         u = tl.dot(qs.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
         qs = qs - tl.dot(u.to(TDT), twb.to(TDT), input_precision=PREC)
-    tl.store(_tile(Q0, qbase, c0, HQ, D, BT), qs)
+    tl.store(_tile(Q0, qbase, c0, HQ, D, BT), qs.to(Q0.dtype.element_ty))
 
-    # earlier segments, right to left: keys moved to their segment's end, queries move by Seg_k
+    # earlier segments, right to left: keys moved to their segment's end; the query state at the end of
+    # segment k is Q0 Om(ks, k), by random access as in the backward (the same rounding: Q0 as stored,
+    # products in the input dtype), so no float32 query state is carried through the loop
     # (SEGS=False compiles this out: single-segment mode for GPUs with little shared memory)
     if SEGS:
         ks = i_c // SB
+        tl.debug_barrier()
         for jk in range(0, ks):
             kseg = ks - 1 - jk
+            om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + kseg, D))
+            q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT))
+            qc = tl.dot(q0.to(CDT), om.to(CDT), input_precision=PREC).to(CDT)
             for jb in range(0, SB):
                 t0 = (kseg * SB + jb) * BT
                 kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
                 vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
-                s2 = tl.dot(qs.to(CDT), tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+                s2 = tl.dot(qc, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
                 if HAS_G:
                     gk = tl.load(G + gbase + t0 + rt)
                     s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
@@ -181,9 +186,6 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, SEG, OM, G, O, LSE, Q0,
                 l_i = l_i * alpha + tl.sum(p, 1)
                 acc = acc * alpha[:, None] + tl.dot(p.to(CDT), vb.to(CDT), input_precision=PREC)
                 m_i = m_new
-            if kseg > 0:
-                segm = tl.load(_sq(SEG, sbase, kseg, D))
-                qs = tl.dot(qs.to(TDT), segm.to(TDT), input_precision=PREC)
 
     o = acc / l_i[:, None]
     tl.store(_tile(O, qbase, c0, HQ, D, BT), o.to(O.dtype.element_ty))
@@ -194,7 +196,8 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, SEG, OM, G, O, LSE, Q0,
 def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
                         scale, T, NB, NS, SB,
                         HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
-                        HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
+                        HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr,
+                        DC: tl.constexpr):
     """Query side, earlier segments: gradient of Q0_c and of every Seg_k (atomics, per query head)."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -203,6 +206,7 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
     i_hk = i_hq // (HQ // HK)
     rt = tl.arange(0, BT)
     rd = tl.arange(0, D)
+    rc = tl.arange(0, DC)
     qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
@@ -223,13 +227,13 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
         dgr = tl.zeros([BT], dtype=tl.float32)
         for k in range(0, ks):
             om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + k, D))
-            qe = tl.dot(q0.to(TDT), om.to(TDT), input_precision=PREC)
+            qe = tl.dot(q0.to(TDT), om.to(TDT), input_precision=PREC).to(CDT)
             y = tl.zeros([BT, D], dtype=tl.float32)
             for jb in range(0, SB):
                 t0 = (k * SB + jb) * BT
                 kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
                 vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
-                s2 = tl.dot(qe.to(CDT), tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+                s2 = tl.dot(qe, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
                 if HAS_G:
                     gk = tl.load(G + gbase + t0 + rt)
                     s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
@@ -239,8 +243,19 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
                 y += tl.dot(ds.to(CDT), kk.to(CDT), input_precision=PREC)
                 dgr += tl.sum(ds, 1)
             if k > 0:
-                dseg = tl.dot(tl.trans(qe).to(TDT), x.to(TDT), input_precision=PREC)
-                tl.atomic_add(DSEG + dsbase + k * D * D + rd[:, None] * D + rd[None, :], dseg)
+                if DC == D:
+                    dseg = tl.dot(tl.trans(qe).to(TDT), x.to(TDT), input_precision=PREC)
+                    tl.atomic_add(DSEG + dsbase + k * D * D + rd[:, None] * D + rd[None, :], dseg)
+                else:
+                    # dSeg_k += qe^T x by column chunks of x (through this block's DQ0 tile, which holds
+                    # x at the end): a D x DC float32 tile at a time instead of the whole D x D
+                    tl.store(_tile(DQ0, qbase, c0, HQ, D, BT), x)
+                    tl.debug_barrier()
+                    for d0 in range(0, D, DC):
+                        xc = tl.load(_chunk(DQ0, qbase, c0, d0, HQ, D, DC, BT))
+                        dseg = tl.dot(tl.trans(qe).to(TDT), xc.to(TDT), input_precision=PREC)
+                        tl.atomic_add(DSEG + dsbase + k * D * D + rd[:, None] * D + d0 + rc[None, :], dseg)
+                    tl.debug_barrier()
                 segm = tl.load(_sq(SEG, sbase, k, D))
                 x = tl.dot(x.to(TDT), tl.trans(segm).to(TDT), input_precision=PREC)
             x = x + scale * y
@@ -255,7 +270,9 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
                          scale, T, NB, NS, SB,
                          HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                          HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
-    """Key side, later segments: dKseg and dV of key block b for one query head (no atomics)."""
+    """Key side, later segments: dKseg and dV of key block b for one query head (no atomics). Per later
+    query segment kc the keys are moved once, ``Ke = Kseg_b Om(kc, kb)^T``, met by the stored ``Q0`` of
+    each query block, and ``dKseg_b += (sum_c dS^T Q0_c) Om(kc, kb)``."""
     i_kb = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HQ
@@ -277,16 +294,19 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
     dv = tl.zeros([BT, D], dtype=tl.float32)
     dgc = tl.zeros([BT], dtype=tl.float32)
     for kc in range(kb + 1, NS):
+        # the keys meet the queries of segment kc as Kseg Om^T (q_e k^T = Q0 Om k^T): one D x D
+        # product per (key block, query segment), not one per (key block, query block)
         om = tl.load(_sq(OM, obase, (kc * (kc - 1)) // 2 + kb, D))
+        ke = tl.dot(kk.to(TDT), tl.trans(om).to(TDT), input_precision=PREC).to(CDT)
+        dke = tl.zeros([BT, D], dtype=tl.float32)
         c_hi = tl.minimum((kc + 1) * SB, NB)
         for c in range(kc * SB, c_hi):
             c0 = c * BT
-            q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT))
-            qe = tl.dot(q0.to(TDT), om.to(TDT), input_precision=PREC)
+            q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT)).to(CDT)
             do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
             lse = tl.load(LSE + gbase + c0 + rt)
             delta = tl.load(DELTA + gbase + c0 + rt)
-            s2 = tl.dot(qe.to(CDT), tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+            s2 = tl.dot(q0, tl.trans(ke), input_precision=PREC) * sl2
             if HAS_G:
                 gq = tl.load(G + gbase + c0 + rt)
                 s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
@@ -294,8 +314,9 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
             dp = tl.dot(do.to(CDT), tl.trans(vb.to(CDT)), input_precision=PREC)
             ds = p * (dp - delta[:, None])
             dv += tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC)
-            dk += tl.dot(tl.trans(ds).to(CDT), qe.to(CDT), input_precision=PREC)
+            dke += tl.dot(tl.trans(ds).to(CDT), q0, input_precision=PREC)
             dgc += tl.sum(ds, 0)
+        dk += tl.dot(dke.to(TDT), om.to(TDT), input_precision=PREC)
     tl.store(_tile(DKS, qbase, t0, HQ, D, BT), dk * scale)
     tl.store(_tile(DV, qbase, t0, HQ, D, BT), dv)
     if HAS_G:

@@ -205,9 +205,10 @@ def path_segmented_cost(T: int, D: int, *, block_size: int = 64, seg_blocks: Opt
     The sequence is padded to whole blocks of ``L = block_size`` and grouped into segments of
     ``SB = seg_blocks`` blocks. A query block scans its own segment as the blockwise algorithm does
     (``8 L^2 D`` per key block: logits, values and the two thin query updates). Keys of an earlier
-    segment are precomputed *moved to their segment's end*, so the queries cross a whole segment with
-    one ``D x D`` product (``2 L D^2``) and meet its keys with plain attention (``4 L^2 D`` per key
-    block, as FlashAttention). The query-update work is then ``O(T * SB L * D + T * NS * D^2)``
+    segment are precomputed *moved to their segment's end*, and the query state at the end of each
+    earlier segment is the query's state at its own segment's start times a precomputed segment-pair
+    product (one ``D x D`` product, ``2 L D^2``, per earlier segment); it meets that segment's keys
+    with plain attention (``4 L^2 D`` per key block, as FlashAttention). The query-update work is then ``O(T * SB L * D + T * NS * D^2)``
     instead of ``O(T^2 D)``: sub-quadratic when ``SB L ~ sqrt(T D)``, so for long sequences the
     kernel's operation count tends to FlashAttention's, not to twice it.
 
@@ -232,7 +233,7 @@ def path_segmented_cost(T: int, D: int, *, block_size: int = 64, seg_blocks: Opt
         own += 8 * L * L * D * (c - (c // SB) * SB)      # blocks of its own segment, to its left
         ks = c // SB                                     # earlier segments
         earlier += 4 * L * L * D * SB * ks
-        moves += 2 * L * D * D * max(ks - 1, 0)          # q <- q Seg_k, for k = ks-1 ... 1
+        moves += 2 * L * D * D * ks                      # Q0 Om(ks, k), for k = ks-1 ... 0
     pre = NB * (2 * L * L * D * 4 + 2 * L ** 3 + 2 * L * D * D)   # W W^T, T W, W K^T, T C, M^T W; W^T TW
     pre += NS * SB * 2 * D ** 3                                    # suffix products R and Seg
     pre += NS * SB * 2 * L * D * D                                 # keys moved to the segment's end

@@ -219,6 +219,13 @@ def _segmented_forward(q, k, v, w, beta, L, SB):
             KS[c] = KA[c] @ R.T
             R = R @ P[c]
         Seg.append(R)
+    # segment-pair products Om(kc, k) = Seg_{kc-1} ... Seg_{k+1} (precomputed, not kernel work)
+    Om = {}
+    for kc in range(NS):
+        om = torch.eye(D, dtype=q.dtype)
+        for kk in range(kc - 1, -1, -1):
+            Om[kc, kk] = om
+            om = om @ Seg[kk]
     out = []
     with FlopCounterMode(display=False) as fc:
         for c, b in enumerate(blocks):
@@ -240,11 +247,11 @@ def _segmented_forward(q, k, v, w, beta, L, SB):
             for j in range(c - 1, a_blk - 1, -1):
                 m, l, acc = visit(qs @ KA[j].T, v[blocks[j]], m, l, acc)
                 qs = qs - (qs @ w[blocks[j]].T) @ TW[j]
-            for kseg in range(c // SB - 1, -1, -1):
+            ks = c // SB
+            for kseg in range(ks - 1, -1, -1):  # the query state at segment kseg's end: Q0 Om(ks, kseg)
+                qe = qs @ Om[ks, kseg]
                 for j in range(kseg * SB, (kseg + 1) * SB):
-                    m, l, acc = visit(qs @ KS[j].T, v[blocks[j]], m, l, acc)
-                if kseg > 0:
-                    qs = qs @ Seg[kseg]
+                    m, l, acc = visit(qe @ KS[j].T, v[blocks[j]], m, l, acc)
             out.append(acc / l[:, None])
     return torch.cat(out), fc.get_total_flops()
 

@@ -417,16 +417,19 @@ def test_pair_kernel_matches_the_torch_products():
 
 
 def test_warp_override_is_parsed_and_checked(monkeypatch):
-    """PATH_KERNELS_WARPS (for tuning runs) sets the warps of the per-block / per-segment kernels; a
-    malformed value is a ValueError that names the variable, not a silent default."""
+    """PATH_KERNELS_WARPS (for tuning runs) sets the warps of every kernel but the delta kernel (the
+    attention kernels default to ``_config``'s warps); a malformed value is a ValueError that names the
+    variable, not a silent default."""
     from kernels._path import _aux_warps
     q = torch.zeros(1, 16, 2, 64)
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
-    assert set(_aux_warps(q, 4)) == {"ut", "prep", "block", "intra", "seg"}
-    monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2")
+    w = _aux_warps(q, 2)
+    assert set(w) == {"ut", "prep", "block", "intra", "seg", "fwd", "inter_q", "inter_kv"}
+    assert (w["fwd"], w["inter_q"], w["inter_kv"]) == (2, 2, 2)
+    monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8")
     w = _aux_warps(q, 4)
-    assert (w["ut"], w["intra"], w["prep"]) == (8, 2, 4)
-    for bad in ("fwd=4", "ut=3", "ut"):
+    assert (w["ut"], w["intra"], w["prep"], w["inter_kv"], w["fwd"]) == (8, 2, 4, 8, 4)
+    for bad in ("delta=4", "ut=3", "ut"):
         monkeypatch.setenv("PATH_KERNELS_WARPS", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_WARPS"):
             _aux_warps(q, 4)
