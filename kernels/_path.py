@@ -315,6 +315,7 @@ def _block_prec(q):
 # PATH_KERNELS_SPLIT="seg_split=32,block_cols=32" is for tuning runs
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
+_SPLIT_KEYS = ("seg_split", "block_cols")
 
 
 def _split_override(key: str, D: int):
@@ -322,9 +323,9 @@ def _split_override(key: str, D: int):
     for item in filter(None, spec.split(",")):
         name, _, val = item.partition("=")
         val = val.strip()
-        if name.strip() not in ("seg_split", "block_cols") or val not in ("16", "32", "64", "128"):
+        if name.strip() not in _SPLIT_KEYS or val not in ("16", "32", "64", "128"):
             raise ValueError("PATH_KERNELS_SPLIT: expected items like 'seg_split=32' with keys "
-                             f"('seg_split', 'block_cols') and values 16, 32, 64 or 128, got {item!r}")
+                             f"{_SPLIT_KEYS} and values 16, 32, 64 or 128, got {item!r}")
         if name.strip() == key:
             return min(int(val), D)
     return None

@@ -18,7 +18,8 @@ Kernels. Forward: ``_ut_kernel`` (per block: the UT transform ``T``, ``N`` in fl
 ``_prep_kernel`` (per block: ``T W``, ``M``, ``K->``), ``_seg_fwd_kernel`` (per segment: suffix products
 ``R_j``, ``Kseg``, ``Seg``), ``_pair_kernel`` (``Om``), ``_fwd_kernel`` (per query block: diagonal block
 by the UT all-pairs form, own segment with the thin scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as
-plain attention against ``Kseg`` with one ``D x D`` product per segment). Backward: ``_delta_kernel``
+plain attention against ``Kseg``, the query state there ``Q0 Om`` by random access: one ``D x D``
+product per earlier segment). Backward: ``_delta_kernel``
 (``do . o``), ``_bwd_inter_q_kernel`` (dQ0, dSeg), ``_bwd_inter_kv_kernel`` (dKseg, dV),
 ``_bwd_intra_kernel`` (diagonal blocks and pairs inside a segment, transports, dW/dT of crossed
 blocks), ``_seg_bwd_kernel`` + ``_seg_grad_kernel`` (chain rule through the segment products) and
@@ -272,7 +273,9 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
                          HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
     """Key side, later segments: dKseg and dV of key block b for one query head (no atomics). Per later
     query segment kc the keys are moved once, ``Ke = Kseg_b Om(kc, kb)^T``, met by the stored ``Q0`` of
-    each query block, and ``dKseg_b += (sum_c dS^T Q0_c) Om(kc, kb)``."""
+    each query block, and ``dKseg_b += (sum_c dS^T Q0_c) Om(kc, kb)``. Logits are formed key-major
+    (``S^T = Ke Q0^T``), so that ``P^T`` and ``dS^T`` feed ``dV += P^T dO`` and ``dKe += dS^T Q0`` without
+    a transpose."""
     i_kb = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HQ
@@ -303,19 +306,19 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
         for c in range(kc * SB, c_hi):
             c0 = c * BT
             q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT)).to(CDT)
-            do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
+            do = tl.load(_tile(DO, qbase, c0, HQ, D, BT)).to(CDT)
             lse = tl.load(LSE + gbase + c0 + rt)
             delta = tl.load(DELTA + gbase + c0 + rt)
-            s2 = tl.dot(q0, tl.trans(ke), input_precision=PREC) * sl2
+            st = tl.dot(ke, tl.trans(q0), input_precision=PREC) * sl2          # [BT, BT]
             if HAS_G:
                 gq = tl.load(G + gbase + c0 + rt)
-                s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
-            p = tl.exp2(s2 - lse[:, None])
-            dp = tl.dot(do.to(CDT), tl.trans(vb.to(CDT)), input_precision=PREC)
-            ds = p * (dp - delta[:, None])
-            dv += tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC)
-            dke += tl.dot(tl.trans(ds).to(CDT), q0, input_precision=PREC)
-            dgc += tl.sum(ds, 0)
+                st += (gq[None, :] - gk[:, None]) * 1.4426950408889634
+            pt = tl.exp2(st - lse[None, :])
+            dpt = tl.dot(vb.to(CDT), tl.trans(do), input_precision=PREC)
+            dst = pt * (dpt - delta[None, :])
+            dv += tl.dot(pt.to(CDT), do, input_precision=PREC)
+            dke += tl.dot(dst.to(CDT), q0, input_precision=PREC)
+            dgc += tl.sum(dst, 1)
         dk += tl.dot(dke.to(TDT), om.to(TDT), input_precision=PREC)
     tl.store(_tile(DKS, qbase, t0, HQ, D, BT), dk * scale)
     tl.store(_tile(DV, qbase, t0, HQ, D, BT), dv)
@@ -353,42 +356,17 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
     for c in range(a_blk, e_blk):
         tl.debug_barrier()
         c0 = c * BT
-        q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
-        wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
-        twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
-        tc = tl.load(_sq(TM, mbase, c, BT))
-        mc = tl.load(_sq(MM, mbase, c, BT))
-        kc = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
-        vc = tl.load(_tile(V, kbase, c0, HK, D, BT))
-        do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
         lse = tl.load(LSE + gbase + c0 + rt)
         delta = tl.load(DELTA + gbase + c0 + rt)
         if HAS_G:
             gq = tl.load(G + gbase + c0 + rt)
+        # ---- own segment: query states Qst(c, m), m = c-1 ... a, into the scratch (Q<-_c first)
+        q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
+        wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
+        twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
         bm = tl.dot(q.to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
         bm = tl.where(causal, bm, 0.0)
-        qa = q - tl.dot(bm.to(TDT), twc.to(TDT), input_precision=PREC)
-
-        # ---- diagonal block
-        s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
-            - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
-        s2 = s * sl2
-        if HAS_G:
-            s2 += (gq[:, None] - gq[None, :]) * 1.4426950408889634
-        p = tl.where(causal, tl.exp2(s2 - lse[:, None]), 0.0)
-        dp = tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
-        ds = tl.where(causal, p * (dp - delta[:, None]), 0.0)
-        dgr = tl.sum(ds, 1) - tl.sum(ds, 0)
-        pv = _tile(DV, qbase, c0, HQ, D, BT)
-        tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
-        dss = ds * scale
-        dq = tl.dot(dss.to(CDT), kc.to(CDT), input_precision=PREC)
-        dkc = tl.dot(tl.trans(dss).to(CDT), q.to(CDT), input_precision=PREC)
-        dbm = -tl.dot(dss.to(TDT), tl.trans(mc).to(TDT), input_precision=PREC)
-        dmc = -tl.dot(tl.trans(bm).to(TDT), dss.to(TDT), input_precision=PREC)
-
-        # ---- own segment: query states Qst(c, m), m = c-1 ... a, into the scratch
-        qs = qa
+        qs = q - tl.dot(bm.to(TDT), twc.to(TDT), input_precision=PREC)
         for j in range(0, c - a_blk):
             mb = c - 1 - j
             tl.store(_tile(SCR, scbase, (mb - a_blk) * BT, 1, D, BT), qs)
@@ -397,7 +375,10 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
             u = tl.dot(qs.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
             qs = qs - tl.dot(u.to(TDT), twb.to(TDT), input_precision=PREC)
         tl.debug_barrier()
-        # gradient w.r.t. Q0_c (the state after crossing the whole own segment), from earlier segments
+        # gradient w.r.t. Q0_c (the state after crossing the whole own segment), from earlier segments;
+        # carried back to Q<-_c across the own segment's blocks
+        do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
+        dgr = tl.zeros([BT], dtype=tl.float32)
         x = tl.load(_tile(DQ0, qbase, c0, HQ, D, BT))
         for mb in range(a_blk, c):
             t0 = mb * BT
@@ -435,14 +416,39 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
             x = x - tl.dot(xwt.to(TDT), wb.to(TDT), input_precision=PREC) \
                 + scale * tl.dot(ds.to(CDT), ka.to(CDT), input_precision=PREC)
 
-        # ---- chain through Q<- = Q - tril(Q W^T) T W and the diagonal block's factors
-        dq += x
+        # ---- diagonal block (after the loops, so that none of its tiles is live through them):
+        # S = tril(Q K^T) - tril(Q W^T) M, then the chain through Q<- = Q - tril(Q W^T) T W
+        q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
+        wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
+        twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
+        kc = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
+        vc = tl.load(_tile(V, kbase, c0, HK, D, BT))
+        mc = tl.load(_sq(MM, mbase, c, BT))
+        bm = tl.dot(q.to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
+        bm = tl.where(causal, bm, 0.0)
+        s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
+            - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
+        s2 = s * sl2
+        if HAS_G:
+            s2 += (gq[:, None] - gq[None, :]) * 1.4426950408889634
+        p = tl.where(causal, tl.exp2(s2 - lse[:, None]), 0.0)
+        dp = tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
+        ds = tl.where(causal, p * (dp - delta[:, None]), 0.0)
+        dgr += tl.sum(ds, 1) - tl.sum(ds, 0)
+        pv = _tile(DV, qbase, c0, HQ, D, BT)
+        tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
+        dss = ds * scale
+        dq = x + tl.dot(dss.to(CDT), kc.to(CDT), input_precision=PREC)
+        dkc = tl.dot(tl.trans(dss).to(CDT), q.to(CDT), input_precision=PREC)
+        dbm = -tl.dot(dss.to(TDT), tl.trans(mc).to(TDT), input_precision=PREC)
+        dmc = -tl.dot(tl.trans(bm).to(TDT), dss.to(TDT), input_precision=PREC)
         dbm -= tl.dot(x.to(TDT), tl.trans(twc).to(TDT), input_precision=PREC)
         dbm = tl.where(causal, dbm, 0.0)
         dq += tl.dot(dbm.to(TDT), wc.to(TDT), input_precision=PREC)
         dwc = tl.dot(tl.trans(dbm).to(TDT), q.to(TDT), input_precision=PREC)
         dtw = -tl.dot(tl.trans(bm).to(TDT), x.to(TDT), input_precision=PREC)
         dtc = tl.dot(dtw.to(TDT), tl.trans(wc).to(TDT), input_precision=PREC)
+        tc = tl.load(_sq(TM, mbase, c, BT))
         dwc += tl.dot(tl.trans(tc).to(TDT), dtw.to(TDT), input_precision=PREC)
         cm = tl.dot(wc.to(TDT), tl.trans(kc).to(TDT), input_precision=PREC)
         cm = tl.where(strict, cm, 0.0)
