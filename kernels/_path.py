@@ -39,7 +39,7 @@ def _triton():
 # Shared memory (bytes) the largest of the six kernels needs, read off AOT compiles for sm_90
 # (``benchmarks/results/compile_sm90.json``): half-precision inputs at BT = 64, float32 inputs (tf32x3)
 # at BT = 32. Other architectures may need a little more or less: the runtime fallback covers that.
-_SMEM_HALF_BT64 = {32: 90112, 64: 98304, 128: 172032}
+_SMEM_HALF_BT64 = {32: 90112, 64: 98304, 128: 163840}
 _SMEM_FP32_BT32 = {32: 40960, 64: 81920, 128: 229376}
 _MAX_BT = {}  # (device, dtype, D) -> largest block length known to fit (after an out-of-resources retry)
 _ONE_SEGMENT = set()  # (device, dtype, D) that need the single-segment mode
