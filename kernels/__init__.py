@@ -27,8 +27,8 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
 #: point (22 of 22 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
 #: is ``_VERIFIED_SOURCES_SHA256``.
-VERIFIED_BY = "benchmarks/results/correctness_sweep_v6.json"
-_VERIFIED_SOURCES_SHA256 = "91ed0783a30b1f395f8afc2d4a4071ec752b91caa7dc2d8be34797a9a0bee3b9"
+VERIFIED_BY = "benchmarks/results/correctness_sweep_v7.json"
+_VERIFIED_SOURCES_SHA256 = "1c1af05ed4c385918b720b56e09256e5a57a418e54279e780abb5bfcb2c679cd"
 _SOURCES = ("_path.py", "_triton_kernels.py")
 
 
