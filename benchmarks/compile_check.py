@@ -17,14 +17,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+import kernels._path as _path  # noqa: E402
 import kernels._triton_kernels as K  # noqa: E402
 
 SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GRP="i32")
@@ -54,22 +58,22 @@ def compile_one(fn, ptr_types, constexprs, arch, warps, stages):
     return dict(compile_s=round(time.time() - t0, 1), shared_bytes=ck.metadata.shared, **res)
 
 
+def _shipped_warps(arch, dtype, D, warps):
+    """The launcher's own warp choice (``kernels/_path.py:_aux_warps``) for a device of this architecture,
+    asked through a stand-in query tensor (no GPU needed)."""
+    fake_q = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda"), shape=(1, 1, 1, D),
+                                   dtype=torch.float32 if dtype == "fp32" else torch.float16)
+    with mock.patch.object(torch.cuda, "get_device_capability", lambda *_: (arch // 10, arch % 10)):
+        return _path._aux_warps(fake_q, warps)
+
+
 def configs(arch, dtype, D, BT=None):
     """The configuration kernels/_path.py picks on a device of this architecture (big shared memory;
     ``BT`` overrides the block length, e.g. 32 / 16 for a T4's 64 KB)."""
     half = dtype != "fp32"
     BT = BT or (64 if half else 32)
-    warps = 4 if (D <= 64 or arch < 80) else 8
-    if arch >= 80 and D >= 128 and half:
-        aux = dict(ut=4, prep=4, block=4, intra=4, seg=8, fwd=4, inter_q=4, inter_kv=8)
-    elif arch >= 80 and D >= 128:
-        aux = dict(ut=4, prep=4, block=4, intra=8, seg=8)
-    elif arch >= 80 and D >= 64 and half:
-        aux = dict(ut=4, prep=4, block=4, intra=4, seg=4)
-    elif arch >= 80 and D >= 64:
-        aux = dict(ut=4, prep=4, block=8, intra=8, seg=4)
-    else:
-        aux = dict(ut=warps, prep=warps, block=warps, intra=warps, seg=warps)
+    warps = 4 if (D <= 64 or arch < 80) else 8  # kernels/_path.py: _config
+    aux = _shipped_warps(arch, dtype, D, warps)
     stages = 2 if (half and arch >= 90) else 1
     CDT = {"bf16": tl.bfloat16, "fp16": tl.float16, "fp32": tl.float32}[dtype]
     TDT = tl.float16 if half else tl.float32
@@ -79,8 +83,7 @@ def configs(arch, dtype, D, BT=None):
     ce = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, TDT=TDT, PREC=prec)
     blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)
     bwd = dict(blk, PREC=prec if half else p32)
-    seg_split = 32 if D >= 128 else D  # kernels/_path.py: _SEG_SPLIT, _BLOCK_COLS
-    block_cols = 32 if D >= 64 else D
+    seg_split, block_cols = _path._seg_split(D), _path._block_cols(D)
     return BT, [
         (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
         (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), ce, aux.get("fwd", warps), stages),

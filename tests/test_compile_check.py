@@ -1,0 +1,27 @@
+"""benchmarks/compile_check.py compiles each kernel at the configuration the launcher would pick on a
+given architecture; it asks kernels/_path.py for the warps and splits instead of keeping a copy."""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+pytest.importorskip("triton")
+
+
+@pytest.mark.parametrize("arch,dtype,D,kernel,warps", [
+    (90, "bf16", 128, "_fwd_kernel", 4), (90, "bf16", 128, "_bwd_inter_kv_kernel", 8),
+    (90, "fp32", 128, "_bwd_intra_kernel", 8), (90, "bf16", 64, "_bwd_block_kernel", 4),
+    (75, "fp16", 128, "_bwd_intra_kernel", 4),
+])
+def test_configs_follow_the_launcher(arch, dtype, D, kernel, warps, monkeypatch):
+    monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
+    monkeypatch.delenv("PATH_KERNELS_SPLIT", raising=False)
+    from benchmarks.compile_check import configs
+    from kernels import _path
+    BT, jobs = configs(arch, dtype, D)
+    found = {fn.fn.__name__: (ce, w) for fn, _, ce, w, _ in jobs}
+    assert found[kernel][1] == warps
+    assert found["_bwd_inter_q_kernel"][0]["DC"] == _path._seg_split(D)
+    assert found["_bwd_block_kernel"][0]["DC"] == _path._block_cols(D)
