@@ -312,10 +312,13 @@ def _block_prec(q):
 # _seg_bwd_kernel, columns per chunk in _seg_grad_kernel) and the head dim of _bwd_block_kernel (columns
 # per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/NOTES.md (v6).
 # Module-level so that the CPU tests can split small head dims too; the override
-# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32" is for tuning runs
+# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,key_rows=128" is for tuning runs
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
-_SPLIT_KEYS = ("seg_split", "block_cols")
+# key rows per program of _bwd_inter_kv_kernel for half-precision inputs (a multiple of BT whose blocks
+# tile the segments and the sequence, else one block), by head dim (H200, benchmarks/NOTES.md, v8)
+_KEY_ROWS = {128: 128}
+_SPLIT_KEYS = ("seg_split", "block_cols", "key_rows")
 
 
 def _split_override(key: str, D: int):
@@ -327,8 +330,18 @@ def _split_override(key: str, D: int):
             raise ValueError("PATH_KERNELS_SPLIT: expected items like 'seg_split=32' with keys "
                              f"{_SPLIT_KEYS} and values 16, 32, 64 or 128, got {item!r}")
         if name.strip() == key:
-            return min(int(val), D)
+            return int(val) if key == "key_rows" else min(int(val), D)
     return None
+
+
+def _key_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
+    """Key rows per program of ``_bwd_inter_kv_kernel``: ``_KEY_ROWS`` (half-precision inputs) when it is
+    a multiple of ``BT`` whose blocks tile both the segment and the sequence, else ``BT``."""
+    kr = _split_override("key_rows", D) or (_KEY_ROWS.get(D, BT) if half else BT)
+    nblk = kr // BT
+    if kr % BT or nblk < 1 or SB % nblk or NB % nblk:
+        return BT
+    return kr
 
 
 def _seg_split(D: int) -> int:
@@ -394,7 +407,9 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dq0 = torch.empty(B, T, HQ, D, **f32)
     dseg = torch.zeros(B, HQ, NS, D, D, **f32)
     dg = torch.zeros(B, HQ, T, **f32)
-    dks = torch.empty(B, T, HQ, D, **f32) if NS > 1 else None  # gradient of Kseg (segment kernels only)
+    KR = _key_rows(D, BT, SB, NB, q.dtype != torch.float32)
+    # gradient of Kseg (segment kernels only); accumulated in place by the key side when KR > BT
+    dks = (torch.zeros if KR > BT else torch.empty)(B, T, HQ, D, **f32) if NS > 1 else None
     dv = torch.empty(B, T, HQ, D, **f32)
     dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the intra kernel
     dk = torch.empty(B, T, HQ, D, **f32)
@@ -409,9 +424,9 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         _launch(kern._bwd_inter_q_kernel, (NB, B * HQ),
                 (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB),
                 dict(meta, DC=_seg_split(D), num_warps=aux["inter_q"]), _stages(q))
-        _launch(kern._bwd_inter_kv_kernel, (NB, B * HQ),
+        _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ),
                 (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB),
-                dict(meta, num_warps=aux["inter_kv"]), _stages(q))
+                dict(meta, KR=KR, DC=_seg_split(D), num_warps=aux["inter_kv"]), _stages(q))
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()

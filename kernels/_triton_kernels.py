@@ -270,38 +270,47 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
 def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
                          scale, T, NB, NS, SB,
                          HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
-                         HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
-    """Key side, later segments: dKseg and dV of key block b for one query head (no atomics). Per later
-    query segment kc the keys are moved once, ``Ke = Kseg_b Om(kc, kb)^T``, met by the stored ``Q0`` of
-    each query block, and ``dKseg_b += (sum_c dS^T Q0_c) Om(kc, kb)``. Logits are formed key-major
-    (``S^T = Ke Q0^T``), so that ``P^T`` and ``dS^T`` feed ``dV += P^T dO`` and ``dKe += dS^T Q0`` without
-    a transpose."""
+                         HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr,
+                         KR: tl.constexpr, DC: tl.constexpr):
+    """Key side, later segments: dKseg and dV of ``KR`` key rows (``KR / BT`` consecutive blocks of one
+    segment) for one query head (no atomics). Per later query segment kc the keys are moved once,
+    ``Ke = Kseg Om(kc, kb)^T``, met by the stored ``Q0`` of each query block (``BT`` rows), and
+    ``dKseg += (sum_c dS^T Q0_c) Om(kc, kb)``. Logits are formed key-major (``S^T = Ke Q0^T``), so that
+    ``P^T`` and ``dS^T`` feed ``dV += P^T dO`` and ``dKe += dS^T Q0`` without a transpose. With one block
+    of keys (``KR == BT``) dKseg is a register tile; with more it is accumulated in ``DKS`` (zeroed by
+    the caller) in ``KR x DC`` column chunks, so that only ``dV`` and ``dKe`` are float32 tiles through
+    the loop."""
     i_kb = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HQ
     i_hq = i_bh % HQ
     i_hk = i_hq // (HQ // HK)
     rt = tl.arange(0, BT)
+    rk = tl.arange(0, KR)
+    rd = tl.arange(0, D)
+    rc = tl.arange(0, DC)
     qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
     gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
-    t0 = i_kb * BT
-    kb = i_kb // SB
-    kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
-    vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+    t0 = i_kb * KR
+    kb = (t0 // BT) // SB
+    vb = tl.load(_tile(V, kbase, t0, HK, D, KR))
     if HAS_G:
-        gk = tl.load(G + gbase + t0 + rt)
-    dk = tl.zeros([BT, D], dtype=tl.float32)
-    dv = tl.zeros([BT, D], dtype=tl.float32)
-    dgc = tl.zeros([BT], dtype=tl.float32)
+        gk = tl.load(G + gbase + t0 + rk)
+    if KR == BT:
+        dk = tl.zeros([KR, D], dtype=tl.float32)
+    dv = tl.zeros([KR, D], dtype=tl.float32)
+    dgc = tl.zeros([KR], dtype=tl.float32)
     for kc in range(kb + 1, NS):
         # the keys meet the queries of segment kc as Kseg Om^T (q_e k^T = Q0 Om k^T): one D x D
-        # product per (key block, query segment), not one per (key block, query block)
-        om = tl.load(_sq(OM, obase, (kc * (kc - 1)) // 2 + kb, D))
+        # product per (key rows, query segment), not one per (key rows, query block)
+        oidx = (kc * (kc - 1)) // 2 + kb
+        om = tl.load(_sq(OM, obase, oidx, D))
+        kk = tl.load(_tile(KS, kbase, t0, HK, D, KR))
         ke = tl.dot(kk.to(TDT), tl.trans(om).to(TDT), input_precision=PREC).to(CDT)
-        dke = tl.zeros([BT, D], dtype=tl.float32)
+        dke = tl.zeros([KR, D], dtype=tl.float32)
         c_hi = tl.minimum((kc + 1) * SB, NB)
         for c in range(kc * SB, c_hi):
             c0 = c * BT
@@ -309,7 +318,7 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
             do = tl.load(_tile(DO, qbase, c0, HQ, D, BT)).to(CDT)
             lse = tl.load(LSE + gbase + c0 + rt)
             delta = tl.load(DELTA + gbase + c0 + rt)
-            st = tl.dot(ke, tl.trans(q0), input_precision=PREC) * sl2          # [BT, BT]
+            st = tl.dot(ke, tl.trans(q0), input_precision=PREC) * sl2          # [KR, BT]
             if HAS_G:
                 gq = tl.load(G + gbase + c0 + rt)
                 st += (gq[None, :] - gk[:, None]) * 1.4426950408889634
@@ -319,11 +328,19 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
             dv += tl.dot(pt.to(CDT), do, input_precision=PREC)
             dke += tl.dot(dst.to(CDT), q0, input_precision=PREC)
             dgc += tl.sum(dst, 1)
-        dk += tl.dot(dke.to(TDT), om.to(TDT), input_precision=PREC)
-    tl.store(_tile(DKS, qbase, t0, HQ, D, BT), dk * scale)
-    tl.store(_tile(DV, qbase, t0, HQ, D, BT), dv)
+        if KR == BT:
+            dk += tl.dot(dke.to(TDT), om.to(TDT), input_precision=PREC)
+        else:
+            dket = dke.to(TDT)
+            for d0 in range(0, D, DC):
+                omc = tl.load(OM + obase + oidx * (D * D) + rd[:, None] * D + d0 + rc[None, :])
+                pc = _chunk(DKS, qbase, t0, d0, HQ, D, DC, KR)
+                tl.store(pc, tl.load(pc) + scale * tl.dot(dket, omc.to(TDT), input_precision=PREC))
+    if KR == BT:
+        tl.store(_tile(DKS, qbase, t0, HQ, D, BT), dk * scale)
+    tl.store(_tile(DV, qbase, t0, HQ, D, KR), dv)
     if HAS_G:
-        pg = DG + gbase + t0 + rt
+        pg = DG + gbase + t0 + rk
         tl.store(pg, tl.load(pg) - dgc)
 
 

@@ -101,6 +101,19 @@ def test_gradients_with_row_and_column_splits(split, monkeypatch):
     _check_against_reference(1, 90, 4, 2, 32, True, 16, 2, seed=77)
 
 
+@pytest.mark.parametrize("T,seg", [(150, 4), (150, 3)])
+def test_gradients_with_two_blocks_of_keys_per_program(T, seg, monkeypatch):
+    """The key side on 2 BT key rows per program (what half-precision D = 128 uses on a GPU), its dKseg
+    accumulated in column chunks: here BT = 16, 32 rows, 10 blocks in segments of 4 (pairs tile the
+    segments, partial last segment); with segments of 3 a pair would straddle two segments, so the
+    launcher falls back to one block."""
+    from kernels import _path as kp
+    monkeypatch.setenv("PATH_KERNELS_SPLIT", "key_rows=32")
+    monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
+    assert kp._key_rows(32, 16, seg, 10, half=False) == (32 if seg % 2 == 0 else 16)
+    _check_against_reference(1, T, 4, 2, 32, True, 16, seg, seed=91 + seg)
+
+
 def test_split_override_is_parsed_and_checked(monkeypatch):
     from kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64")
