@@ -87,10 +87,10 @@ def configs(arch, dtype, D, BT=None):
     return BT, [
         (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
         (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), ce, aux.get("fwd", warps), stages),
-        (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), dict(ce, DC=seg_split), aux.get("inter_q", warps),
-         stages),
+        (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), dict(ce, DC=seg_split, QR=_path._query_rows(D, BT, 1 << 10, 1 << 10, half)),
+         aux.get("inter_q", warps), stages),
         (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt),
-         dict(ce, KR=128 if (D >= 128 and half and BT == 64) else BT, DC=seg_split), aux.get("inter_kv", warps), stages),
+         dict(ce, KR=_path._key_rows(D, BT, 1 << 10, 1 << 10, half), DC=seg_split), aux.get("inter_kv", warps), stages),
         (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt, DQ=qt), ce, aux["intra"], 1),
         (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),

@@ -312,13 +312,16 @@ def _block_prec(q):
 # _seg_bwd_kernel, columns per chunk in _seg_grad_kernel) and the head dim of _bwd_block_kernel (columns
 # per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/NOTES.md (v6).
 # Module-level so that the CPU tests can split small head dims too; the override
-# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,key_rows=128" is for tuning runs
+# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,key_rows=128,query_rows=128" is for tuning runs
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
-# key rows per program of _bwd_inter_kv_kernel for half-precision inputs (a multiple of BT whose blocks
-# tile the segments and the sequence, else one block), by head dim (H200, benchmarks/NOTES.md, v8)
+# rows per program of _bwd_inter_kv_kernel (keys) and _bwd_inter_q_kernel (queries) for half-precision
+# inputs (a multiple of BT whose blocks tile the segments and the sequence, else one block), by head
+# dim (H200, benchmarks/NOTES.md, v8)
 _KEY_ROWS = {128: 128}
-_SPLIT_KEYS = ("seg_split", "block_cols", "key_rows")
+_QUERY_ROWS = {128: 128}
+_ROW_KEYS = ("key_rows", "query_rows")
+_SPLIT_KEYS = ("seg_split", "block_cols") + _ROW_KEYS
 
 
 def _split_override(key: str, D: int):
@@ -330,18 +333,27 @@ def _split_override(key: str, D: int):
             raise ValueError("PATH_KERNELS_SPLIT: expected items like 'seg_split=32' with keys "
                              f"{_SPLIT_KEYS} and values 16, 32, 64 or 128, got {item!r}")
         if name.strip() == key:
-            return int(val) if key == "key_rows" else min(int(val), D)
+            return int(val) if key in _ROW_KEYS else min(int(val), D)
     return None
+
+
+def _rows(key: str, table: dict, D: int, BT: int, SB: int, NB: int, half: bool) -> int:
+    rows = _split_override(key, D) or (table.get(D, BT) if half else BT)
+    nblk = rows // BT
+    if rows % BT or nblk < 1 or SB % nblk or NB % nblk:
+        return BT
+    return rows
 
 
 def _key_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
     """Key rows per program of ``_bwd_inter_kv_kernel``: ``_KEY_ROWS`` (half-precision inputs) when it is
     a multiple of ``BT`` whose blocks tile both the segment and the sequence, else ``BT``."""
-    kr = _split_override("key_rows", D) or (_KEY_ROWS.get(D, BT) if half else BT)
-    nblk = kr // BT
-    if kr % BT or nblk < 1 or SB % nblk or NB % nblk:
-        return BT
-    return kr
+    return _rows("key_rows", _KEY_ROWS, D, BT, SB, NB, half)
+
+
+def _query_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
+    """Query rows per program of ``_bwd_inter_q_kernel`` (``_QUERY_ROWS``), under the same rule."""
+    return _rows("query_rows", _QUERY_ROWS, D, BT, SB, NB, half)
 
 
 def _seg_split(D: int) -> int:
@@ -421,9 +433,10 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC)
     aux = _aux_warps(q, warps)
     if NS > 1:
-        _launch(kern._bwd_inter_q_kernel, (NB, B * HQ),
+        QR = _query_rows(D, BT, SB, NB, q.dtype != torch.float32)
+        _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ),
                 (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB),
-                dict(meta, DC=_seg_split(D), num_warps=aux["inter_q"]), _stages(q))
+                dict(meta, DC=_seg_split(D), QR=QR, num_warps=aux["inter_q"]), _stages(q))
         _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ),
                 (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB),
                 dict(meta, KR=KR, DC=_seg_split(D), num_warps=aux["inter_kv"]), _stages(q))

@@ -198,14 +198,17 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
                         scale, T, NB, NS, SB,
                         HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                         HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr,
-                        DC: tl.constexpr):
-    """Query side, earlier segments: gradient of Q0_c and of every Seg_k (atomics, per query head)."""
+                        DC: tl.constexpr, QR: tl.constexpr):
+    """Query side, earlier segments: gradient of Q0 and of every Seg_k (atomics, per query head) for
+    ``QR`` query rows (``QR / BT`` consecutive blocks of one segment, which share their ``Om``), against
+    the keys in tiles of ``BT`` rows."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HQ
     i_hq = i_bh % HQ
     i_hk = i_hq // (HQ // HK)
     rt = tl.arange(0, BT)
+    rq = tl.arange(0, QR)
     rd = tl.arange(0, D)
     rc = tl.arange(0, DC)
     qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
@@ -215,21 +218,21 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
     obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
     gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
-    c0 = i_c * BT
-    ks = i_c // SB
-    x = tl.zeros([BT, D], dtype=tl.float32)
+    c0 = i_c * QR
+    ks = (c0 // BT) // SB
+    x = tl.zeros([QR, D], dtype=tl.float32)
     if ks > 0:
-        q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT))
-        do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
-        lse = tl.load(LSE + gbase + c0 + rt)
-        delta = tl.load(DELTA + gbase + c0 + rt)
+        q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, QR))
+        do = tl.load(_tile(DO, qbase, c0, HQ, D, QR))
+        lse = tl.load(LSE + gbase + c0 + rq)
+        delta = tl.load(DELTA + gbase + c0 + rq)
         if HAS_G:
-            gq = tl.load(G + gbase + c0 + rt)
-        dgr = tl.zeros([BT], dtype=tl.float32)
+            gq = tl.load(G + gbase + c0 + rq)
+        dgr = tl.zeros([QR], dtype=tl.float32)
         for k in range(0, ks):
             om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + k, D))
             qe = tl.dot(q0.to(TDT), om.to(TDT), input_precision=PREC).to(CDT)
-            y = tl.zeros([BT, D], dtype=tl.float32)
+            y = tl.zeros([QR, D], dtype=tl.float32)
             for jb in range(0, SB):
                 t0 = (k * SB + jb) * BT
                 kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
@@ -248,12 +251,12 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
                     dseg = tl.dot(tl.trans(qe).to(TDT), x.to(TDT), input_precision=PREC)
                     tl.atomic_add(DSEG + dsbase + k * D * D + rd[:, None] * D + rd[None, :], dseg)
                 else:
-                    # dSeg_k += qe^T x by column chunks of x (through this block's DQ0 tile, which holds
+                    # dSeg_k += qe^T x by column chunks of x (through these rows' DQ0 tile, which holds
                     # x at the end): a D x DC float32 tile at a time instead of the whole D x D
-                    tl.store(_tile(DQ0, qbase, c0, HQ, D, BT), x)
+                    tl.store(_tile(DQ0, qbase, c0, HQ, D, QR), x)
                     tl.debug_barrier()
                     for d0 in range(0, D, DC):
-                        xc = tl.load(_chunk(DQ0, qbase, c0, d0, HQ, D, DC, BT))
+                        xc = tl.load(_chunk(DQ0, qbase, c0, d0, HQ, D, DC, QR))
                         dseg = tl.dot(tl.trans(qe).to(TDT), xc.to(TDT), input_precision=PREC)
                         tl.atomic_add(DSEG + dsbase + k * D * D + rd[:, None] * D + d0 + rc[None, :], dseg)
                     tl.debug_barrier()
@@ -261,9 +264,9 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
                 x = tl.dot(x.to(TDT), tl.trans(segm).to(TDT), input_precision=PREC)
             x = x + scale * y
         if HAS_G:
-            pg = DG + gbase + c0 + rt
+            pg = DG + gbase + c0 + rq
             tl.store(pg, tl.load(pg) + dgr)
-    tl.store(_tile(DQ0, qbase, c0, HQ, D, BT), x)
+    tl.store(_tile(DQ0, qbase, c0, HQ, D, QR), x)
 
 
 @triton.jit

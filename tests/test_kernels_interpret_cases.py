@@ -114,6 +114,18 @@ def test_gradients_with_two_blocks_of_keys_per_program(T, seg, monkeypatch):
     _check_against_reference(1, T, 4, 2, 32, True, 16, seg, seed=91 + seg)
 
 
+@pytest.mark.parametrize("T,seg", [(150, 4), (150, 3)])
+def test_gradients_with_two_blocks_of_queries_per_program(T, seg, monkeypatch):
+    """The query side on 2 BT query rows per program (what half-precision D = 128 uses on a GPU), its
+    dSeg in column chunks: BT = 16, 32 rows, 10 blocks in segments of 4; with segments of 3 the
+    launcher falls back to one block."""
+    from kernels import _path as kp
+    monkeypatch.setenv("PATH_KERNELS_SPLIT", "query_rows=32")
+    monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
+    assert kp._query_rows(32, 16, seg, 10, half=False) == (32 if seg % 2 == 0 else 16)
+    _check_against_reference(1, T, 4, 2, 32, True, 16, seg, seed=97 + seg)
+
+
 def test_split_override_is_parsed_and_checked(monkeypatch):
     from kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64")
