@@ -84,9 +84,13 @@ def configs(arch, dtype, D, BT=None):
     blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)
     bwd = dict(blk, PREC=prec if half else p32)
     seg_split, block_cols = _path._seg_split(D), _path._block_cols(D)
+    fwd_rows = _path._fwd_rows(D, BT, 1 << 10, 1 << 10, half)  # any segment length the rows tile
+    ce_inter = {key: val for key, val in ce.items() if key != "TDT"}
     return BT, [
         (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
-        (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), ce, aux.get("fwd", warps), stages),
+        (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), dict(ce, SPLIT=fwd_rows > BT),
+         aux.get("fwd", warps), stages),
+        (K._fwd_inter_kernel, dict(Q0=qt, KS=qt, V=qt, O=qt), dict(ce_inter, QR=fwd_rows), aux["fwd_inter"], stages),
         (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), dict(ce, DC=seg_split, QR=_path._query_rows(D, BT, 1 << 10, 1 << 10, half)),
          aux.get("inter_q", warps), stages),
         (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt),

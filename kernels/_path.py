@@ -264,8 +264,9 @@ def _stages(q):
 
 # warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
 # 4 warps halve the per-block kernels' time at D = 64: 255 registers and spills at 8); the override
-# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,seg=4,fwd=8,inter_q=8,inter_kv=8" is for tuning runs
-_WARP_KEYS = ("ut", "prep", "block", "intra", "seg", "fwd", "inter_q", "inter_kv")
+# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,seg=4,fwd=8,fwd_inter=8,inter_q=8,inter_kv=8" is for
+# tuning runs
+_WARP_KEYS = ("ut", "prep", "block", "intra", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv")
 
 
 def _aux_warps(q, warps):
@@ -276,8 +277,10 @@ def _aux_warps(q, warps):
     half = q.dtype != torch.float32
     if cuda8 and D >= 128 and half:
         # v7 (H200, benchmarks/NOTES.md): one warpgroup per 64-row tile for the forward, the query
-        # side and the intra kernel (forward 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384)
-        out = dict(ut=4, prep=4, block=4, intra=4, seg=8, fwd=4, inter_q=4, inter_kv=8)
+        # side and the intra kernel (forward 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384);
+        # v8: two warpgroups for the 128-row tiles of the query side (12.5 -> 10.7 ms) and of the
+        # forward's earlier segments
+        out = dict(ut=4, prep=4, block=4, intra=4, seg=8, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
     elif cuda8 and D >= 128:
         out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
     elif cuda8 and D >= 64 and half:
@@ -288,6 +291,7 @@ def _aux_warps(q, warps):
         out = {key: warps for key in _WARP_KEYS}
     for key in ("fwd", "inter_q", "inter_kv"):
         out.setdefault(key, warps)
+    out.setdefault("fwd_inter", out["fwd"])
     spec = os.environ.get("PATH_KERNELS_WARPS", "")
     for item in filter(None, spec.split(",")):
         key, _, val = item.partition("=")
@@ -320,7 +324,8 @@ _BLOCK_COLS = {64: 32, 128: 32}
 # dim (H200, benchmarks/NOTES.md, v8)
 _KEY_ROWS = {128: 128}
 _QUERY_ROWS = {128: 128}
-_ROW_KEYS = ("key_rows", "query_rows")
+_FWD_ROWS = {128: 128}
+_ROW_KEYS = ("key_rows", "query_rows", "fwd_rows")
 _SPLIT_KEYS = ("seg_split", "block_cols") + _ROW_KEYS
 
 
@@ -356,6 +361,12 @@ def _query_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
     return _rows("query_rows", _QUERY_ROWS, D, BT, SB, NB, half)
 
 
+def _fwd_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
+    """Query rows per program of ``_fwd_inter_kernel`` (``_FWD_ROWS``), under the same rule; ``BT``
+    means no split (``_fwd_kernel`` does the earlier segments itself)."""
+    return _rows("fwd_rows", _FWD_ROWS, D, BT, SB, NB, half)
+
+
 def _seg_split(D: int) -> int:
     """Rows of the carried ``D x D`` gradient per program of ``_seg_bwd_kernel``, and columns per chunk
     in ``_seg_grad_kernel`` (divides D)."""
@@ -387,11 +398,20 @@ def _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps):
     # the query states at their segment's start: the backward reads them only in the input dtype
     q0 = torch.empty(B, T, HQ, D, dtype=cdt, device=q.device)
     Gh = G.transpose(1, 2).contiguous() if G is not None else lse
+    # earlier segments on FR query rows per program in a second kernel (v8), from the partial results
+    # of the rows outside the first segment (float32, freed on return)
+    FR = _fwd_rows(D, BT, SB, NB, q.dtype != torch.float32) if NS > 1 else BT
+    op = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device) if FR > BT else o
+    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=CDT, PREC=PREC)
     _launch(kern._fwd_kernel, (NB, B * HQ),
             (q, k, v, wf, pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["OM"],
-             Gh, o, lse, q0, scale, T, NB, NS, SB),
-            dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=CDT, TDT=TDT, PREC=PREC,
-                 SEGS=NS > 1, num_warps=aux["fwd"]), _stages(q))
+             Gh, o, lse, q0, op, scale, T, NB, NS, SB),
+            dict(meta, TDT=TDT, SEGS=NS > 1, SPLIT=FR > BT, num_warps=aux["fwd"]), _stages(q))
+    if FR > BT:
+        _launch(kern._fwd_inter_kernel, (NB // (FR // BT), B * HQ),
+                (q0, pre["KS"], v, pre["OM"], Gh, o, lse, op, scale, T, NB, NS, SB),
+                dict(meta, QR=FR, num_warps=aux["fwd_inter"]), _stages(q))
+    del op
     saved = (q, k, v, wf, bf, Gh if G is not None else None, o, lse, q0,
              pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["NM"], pre["RS"], pre["SEG"], pre["OM"])
     return o, saved

@@ -96,11 +96,15 @@ def _delta_kernel(DO, O, DELTA, T, HQ: tl.constexpr, D: tl.constexpr, BT: tl.con
     tl.store(DELTA + i_bh.to(tl.int64) * T + i_c * BT + rt, tl.sum(do * o, 1))
 
 @triton.jit
-def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0,
+def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
                 scale, T, NB, NS, SB,
                 HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                 HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr,
-                SEGS: tl.constexpr = True):
+                SEGS: tl.constexpr = True, SPLIT: tl.constexpr = False):
+    """One query block (``BT`` rows), one query head: diagonal block, own segment and (unless ``SPLIT``)
+    the earlier segments. With ``SPLIT`` the earlier segments are left to ``_fwd_inter_kernel``: rows
+    outside the first segment store their partial result (normalized, float32, in ``OP``; its
+    log-sum-exp in ``LSE``) instead of ``O``."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HQ
@@ -164,8 +168,9 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0,
     # earlier segments, right to left: keys moved to their segment's end; the query state at the end of
     # segment k is Q0 Om(ks, k), by random access as in the backward (the same rounding: Q0 as stored,
     # products in the input dtype), so no float32 query state is carried through the loop
-    # (SEGS=False compiles this out: single-segment mode for GPUs with little shared memory)
-    if SEGS:
+    # (SEGS=False compiles this out: single-segment mode for GPUs with little shared memory; SPLIT=True
+    # leaves it to _fwd_inter_kernel)
+    if SEGS and not SPLIT:
         ks = i_c // SB
         tl.debug_barrier()
         for jk in range(0, ks):
@@ -189,8 +194,64 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0,
                 m_i = m_new
 
     o = acc / l_i[:, None]
-    tl.store(_tile(O, qbase, c0, HQ, D, BT), o.to(O.dtype.element_ty))
     tl.store(LSE + gbase + c0 + rt, m_i + tl.log2(l_i))
+    if SPLIT and i_c >= SB:
+        tl.store(_tile(OP, qbase, c0, HQ, D, BT), o)
+    else:
+        tl.store(_tile(O, qbase, c0, HQ, D, BT), o.to(O.dtype.element_ty))
+
+
+@triton.jit
+def _fwd_inter_kernel(Q0, KS, V, OM, G, O, LSE, OP,
+                      scale, T, NB, NS, SB,
+                      HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                      HAS_G: tl.constexpr, CDT: tl.constexpr, PREC: tl.constexpr, QR: tl.constexpr):
+    """Earlier segments of the forward for ``QR`` query rows (``QR / BT`` consecutive blocks of one
+    segment, which share their ``Om``), after ``_fwd_kernel`` with ``SPLIT``: plain attention of
+    ``Q0 Om(ks, k)`` against the keys moved to the end of segment ``k``, right to left, continuing the
+    online softmax from the partial result (``OP``, ``LSE``) of the diagonal block and own segment."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    i_hk = i_hq // (HQ // HK)
+    rt = tl.arange(0, BT)
+    rq = tl.arange(0, QR)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
+    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
+    sl2 = scale * 1.4426950408889634
+    c0 = i_c * QR
+    ks = (c0 // BT) // SB
+    if ks > 0:  # rows of the first segment were finished by _fwd_kernel
+        m_i = tl.load(LSE + gbase + c0 + rq)
+        l_i = tl.full([QR], 1.0, dtype=tl.float32)
+        acc = tl.load(_tile(OP, qbase, c0, HQ, D, QR))
+        if HAS_G:
+            gq = tl.load(G + gbase + c0 + rq)
+        q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, QR))
+        for jk in range(0, ks):
+            kseg = ks - 1 - jk
+            om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + kseg, D))
+            qc = tl.dot(q0.to(CDT), om.to(CDT), input_precision=PREC).to(CDT)
+            for jb in range(0, SB):
+                t0 = (kseg * SB + jb) * BT
+                kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
+                vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+                s2 = tl.dot(qc, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+                if HAS_G:
+                    gk = tl.load(G + gbase + t0 + rt)
+                    s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+                m_new = tl.maximum(m_i, tl.max(s2, 1))
+                alpha = tl.exp2(m_i - m_new)
+                p = tl.exp2(s2 - m_new[:, None])
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None] + tl.dot(p.to(CDT), vb.to(CDT), input_precision=PREC)
+                m_i = m_new
+        o = acc / l_i[:, None]
+        tl.store(_tile(O, qbase, c0, HQ, D, QR), o.to(O.dtype.element_ty))
+        tl.store(LSE + gbase + c0 + rq, m_i + tl.log2(l_i))
 
 
 @triton.jit

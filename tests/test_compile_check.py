@@ -12,6 +12,8 @@ pytest.importorskip("triton")
 
 @pytest.mark.parametrize("arch,dtype,D,kernel,warps", [
     (90, "bf16", 128, "_fwd_kernel", 4), (90, "bf16", 128, "_bwd_inter_kv_kernel", 8),
+    (90, "bf16", 128, "_bwd_inter_q_kernel", 8), (90, "bf16", 128, "_fwd_inter_kernel", 8),
+    (90, "bf16", 64, "_fwd_inter_kernel", 4),
     (90, "fp32", 128, "_bwd_intra_kernel", 8), (90, "bf16", 64, "_bwd_block_kernel", 4),
     (75, "fp16", 128, "_bwd_intra_kernel", 4),
 ])
@@ -25,3 +27,11 @@ def test_configs_follow_the_launcher(arch, dtype, D, kernel, warps, monkeypatch)
     assert found[kernel][1] == warps
     assert found["_bwd_inter_q_kernel"][0]["DC"] == _path._seg_split(D)
     assert found["_bwd_block_kernel"][0]["DC"] == _path._block_cols(D)
+    half = dtype != "fp32"
+    rows = {name: fn(D, BT, 1 << 10, 1 << 10, half) for name, fn in (
+        ("_bwd_inter_kv_kernel", _path._key_rows), ("_bwd_inter_q_kernel", _path._query_rows),
+        ("_fwd_inter_kernel", _path._fwd_rows))}
+    for name, n in rows.items():
+        key = "KR" if name == "_bwd_inter_kv_kernel" else "QR"
+        assert found[name][0][key] == n
+    assert found["_fwd_kernel"][0]["SPLIT"] == (rows["_fwd_inter_kernel"] > BT)

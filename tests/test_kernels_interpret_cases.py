@@ -114,6 +114,22 @@ def test_gradients_with_two_blocks_of_keys_per_program(T, seg, monkeypatch):
     _check_against_reference(1, T, 4, 2, 32, True, 16, seg, seed=91 + seg)
 
 
+@pytest.mark.parametrize("T,seg,gate", [(150, 4, True), (150, 3, False), (90, 2, False)])
+def test_forward_with_earlier_segments_in_a_second_kernel(T, seg, gate, monkeypatch):
+    """The forward split in two (what half-precision D = 128 uses on a GPU): _fwd_kernel for the
+    diagonal block and own segment, _fwd_inter_kernel for the earlier segments on 2 BT query rows per
+    program, from the partial results. BT = 16, 32 rows; segments of 3 fall back to the one kernel."""
+    from kernels import _path as kp
+    monkeypatch.setenv("PATH_KERNELS_SPLIT", "fwd_rows=32")
+    assert kp._fwd_rows(32, 16, seg, -(-T // 16), half=False) == (32 if seg % 2 == 0 else 16)
+    launched = []
+    real = kp._launch
+    monkeypatch.setattr(kp, "_launch", lambda kernel, *a, **kw: (launched.append(kernel.fn.__name__),
+                                                                  real(kernel, *a, **kw))[1])
+    _check_against_reference(1, T, 4, 2, 32, gate, 16, seg, seed=103 + seg)
+    assert ("_fwd_inter_kernel" in launched) == (seg % 2 == 0)
+
+
 @pytest.mark.parametrize("T,seg", [(150, 4), (150, 3)])
 def test_gradients_with_two_blocks_of_queries_per_program(T, seg, monkeypatch):
     """The query side on 2 BT query rows per program (what half-precision D = 128 uses on a GPU), its
@@ -449,8 +465,8 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
     q = torch.zeros(1, 16, 2, 64)
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
     w = _aux_warps(q, 2)
-    assert set(w) == {"ut", "prep", "block", "intra", "seg", "fwd", "inter_q", "inter_kv"}
-    assert (w["fwd"], w["inter_q"], w["inter_kv"]) == (2, 2, 2)
+    assert set(w) == {"ut", "prep", "block", "intra", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv"}
+    assert (w["fwd"], w["fwd_inter"], w["inter_q"], w["inter_kv"]) == (2, 2, 2, 2)
     monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8")
     w = _aux_warps(q, 4)
     assert (w["ut"], w["intra"], w["prep"], w["inter_kv"], w["fwd"]) == (8, 2, 4, 8, 4)
