@@ -36,11 +36,11 @@ def _triton():
 # configuration
 # ----------------------------------------------------------------------------------------------
 
-# Shared memory (bytes) the largest of the six kernels needs, read off AOT compiles for sm_90
+# Shared memory (bytes) the largest of the kernels needs, read off AOT compiles for sm_90 (v8)
 # (``benchmarks/results/compile_sm90.json``): half-precision inputs at BT = 64, float32 inputs (tf32x3)
 # at BT = 32. Other architectures may need a little more or less: the runtime fallback covers that.
 _SMEM_HALF_BT64 = {32: 90112, 64: 98304, 128: 163840}
-_SMEM_FP32_BT32 = {32: 40960, 64: 81920, 128: 229376}
+_SMEM_FP32_BT32 = {32: 32768, 64: 65536, 128: 229376}
 _MAX_BT = {}  # (device, dtype, D) -> largest block length known to fit (after an out-of-resources retry)
 _ONE_SEGMENT = set()  # (device, dtype, D) that need the single-segment mode
 
@@ -183,12 +183,9 @@ def _precompute(k, w, beta, BT, SB, cdt, PREC, SOLVE_PREC, warps):
     Seg = torch.empty(B, HK, NS, D, D, **f32)
     _run(kern._seg_fwd_kernel, (NS, B * HK), (w, TW, KA, KS, RS, Seg, T, NB, NS, SB),
          dict(HK=HK, D=D, BT=BT, PREC=PREC, num_warps=warps["seg"], num_stages=1))
-    if NS > 1:
-        OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, **f32)
-        _run(kern._pair_kernel, (NS - 1, B * HK), (Seg, OM, NS),
-             dict(HK=HK, D=D, PREC=SOLVE_PREC, num_warps=warps["seg"], num_stages=1))
-    else:
-        OM = torch.eye(D, **f32).expand(B, HK, 1, D, D).contiguous()
+    OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, **f32)
+    _run(kern._pair_kernel, (NS - 1, B * HK), (Seg, OM, NS),
+         dict(HK=HK, D=D, PREC=SOLVE_PREC, num_warps=warps["seg"], num_stages=1))
     return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, RS=RS, SEG=Seg, OM=OM)
 
 
@@ -278,8 +275,8 @@ def _aux_warps(q, warps):
     if cuda8 and D >= 128 and half:
         # v7 (H200, benchmarks/NOTES.md): one warpgroup per 64-row tile for the forward, the query
         # side and the intra kernel (forward 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384);
-        # v8: two warpgroups for the 128-row tiles of the query side (12.5 -> 10.7 ms) and of the
-        # forward's earlier segments
+        # v8: two warpgroups for the 128-row tiles of the query side (12.5 -> 10.6 ms) and of the
+        # forward's earlier segments (_fwd_inter_kernel at 4 warps: 10.7 ms, at 8: 5.9 ms)
         out = dict(ut=4, prep=4, block=4, intra=4, seg=8, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
     elif cuda8 and D >= 128:
         out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
@@ -319,12 +316,13 @@ def _block_prec(q):
 # PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,key_rows=128,query_rows=128" is for tuning runs
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
-# rows per program of _bwd_inter_kv_kernel (keys) and _bwd_inter_q_kernel (queries) for half-precision
-# inputs (a multiple of BT whose blocks tile the segments and the sequence, else one block), by head
-# dim (H200, benchmarks/NOTES.md, v8)
+# rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
+# (the forward's earlier segments) for half-precision inputs (a multiple of BT whose blocks tile the
+# segments and the sequence, else one block), by head dim (H200, benchmarks/NOTES.md, v8: at D = 64
+# 128 key rows doubled the key side's time and 128 query rows did not change the query side's)
 _KEY_ROWS = {128: 128}
 _QUERY_ROWS = {128: 128}
-_FWD_ROWS = {128: 128}
+_FWD_ROWS = {64: 128, 128: 128}
 _ROW_KEYS = ("key_rows", "query_rows", "fwd_rows")
 _SPLIT_KEYS = ("seg_split", "block_cols") + _ROW_KEYS
 
@@ -343,7 +341,9 @@ def _split_override(key: str, D: int):
 
 
 def _rows(key: str, table: dict, D: int, BT: int, SB: int, NB: int, half: bool) -> int:
-    rows = _split_override(key, D) or (table.get(D, BT) if half else BT)
+    """The table's rows at ``BT = 64`` (the big-shared-memory configuration they were measured at;
+    smaller blocks, i.e. GPUs with less shared memory, keep one block per program), or the override."""
+    rows = _split_override(key, D) or (table.get(D, BT) if half and BT == 64 else BT)
     nblk = rows // BT
     if rows % BT or nblk < 1 or SB % nblk or NB % nblk:
         return BT

@@ -35,3 +35,18 @@ def test_configs_follow_the_launcher(arch, dtype, D, kernel, warps, monkeypatch)
         key = "KR" if name == "_bwd_inter_kv_kernel" else "QR"
         assert found[name][0][key] == n
     assert found["_fwd_kernel"][0]["SPLIT"] == (rows["_fwd_inter_kernel"] > BT)
+
+
+def test_row_tables_apply_at_the_measured_block_length_only(monkeypatch):
+    """128-row programs (key side, query side, forward's earlier segments) were measured at BT = 64 on an
+    H200; smaller blocks (GPUs with less shared memory, e.g. a T4) and float32 keep one block per program,
+    and so does a segment length that the rows do not tile."""
+    monkeypatch.delenv("PATH_KERNELS_SPLIT", raising=False)
+    from kernels import _path
+    for fn in (_path._key_rows, _path._query_rows, _path._fwd_rows):
+        assert fn(128, 64, 16, 256, True) == 128
+        assert fn(128, 32, 16, 512, True) == 32
+        assert fn(128, 64, 16, 256, False) == 64
+        assert fn(128, 64, 3, 256, True) == 64
+    assert _path._fwd_rows(64, 64, 12, 256, True) == 128
+    assert _path._key_rows(64, 64, 12, 256, True) == 64 and _path._query_rows(64, 64, 12, 256, True) == 64
