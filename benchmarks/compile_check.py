@@ -31,6 +31,8 @@ from triton.compiler import ASTSource  # noqa: E402
 import kernels._path as _path  # noqa: E402
 import kernels._triton_kernels as K  # noqa: E402
 
+# what the single-segment mode launches besides the forward and block kernels (kernels/_path.py)
+SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_ut_kernel", "_prep_kernel")
 SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GRP="i32")
 
 
@@ -113,18 +115,28 @@ def main():
     ap.add_argument("--Ds", default="32,64,128")
     ap.add_argument("--bt", type=int, default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--single-segment", action="store_true",
+                    help="only the kernels the single-segment mode launches (forward and block kernel with "
+                         "SEGS=False; the segment kernels are skipped), as a T4 at D = 128 runs them")
     args = ap.parse_args()
     rows = []
     for dtype in args.dtypes.split(","):
         for D in [int(x) for x in args.Ds.split(",")]:
             BT, jobs = configs(args.arch, dtype, D, args.bt)
             for fn, ptrs, ce, warps, stages in jobs:
+                if args.single_segment:
+                    if fn.fn.__name__ in ("_fwd_kernel", "_bwd_block_kernel"):
+                        ce = dict(ce, SEGS=False)
+                    elif fn.fn.__name__ not in SINGLE_SEGMENT_KERNELS:
+                        continue
                 try:
                     r = compile_one(fn, ptrs, ce, args.arch, warps, stages)
                 except Exception as e:
                     r = dict(error=f"{type(e).__name__}: {str(e)[:300]}")
                 row = dict(arch=args.arch, dtype=dtype, D=D, BT=BT, kernel=fn.fn.__name__, num_warps=warps,
                            num_stages=stages, **r)
+                if args.single_segment:
+                    row["SEGS"] = ce.get("SEGS", "n/a")
                 rows.append(row)
                 print(row, flush=True)
     if args.out:
