@@ -135,8 +135,12 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
         - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
     s2 = s * sl2
     if HAS_G:
+        # the query's gate is a constant of each softmax row: it leaves the loops and is added to the
+        # log-sum-exp at the end (v9); keys enter as (g_k - gref) log2(e), gref one reference per
+        # program, so that the difference is taken before anything large is rounded
         gq = tl.load(G + gbase + c0 + rt)
-        s2 += (gq[:, None] - gq[None, :]) * 1.4426950408889634
+        gref = tl.max(gq, 0)
+        s2 -= ((gq - gref) * 1.4426950408889634)[None, :]
     s2 = tl.where(causal, s2, float("-inf"))
     m_i = tl.max(s2, 1)
     p = tl.exp2(s2 - m_i[:, None])
@@ -151,8 +155,7 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
         vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
         s2 = tl.dot(qs.to(CDT), tl.trans(ka.to(CDT)), input_precision=PREC) * sl2
         if HAS_G:
-            gk = tl.load(G + gbase + t0 + rt)
-            s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+            s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
         m_new = tl.maximum(m_i, tl.max(s2, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s2 - m_new[:, None])
@@ -184,8 +187,7 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
                 vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
                 s2 = tl.dot(qc, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
                 if HAS_G:
-                    gk = tl.load(G + gbase + t0 + rt)
-                    s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+                    s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
                 m_new = tl.maximum(m_i, tl.max(s2, 1))
                 alpha = tl.exp2(m_i - m_new)
                 p = tl.exp2(s2 - m_new[:, None])
@@ -194,7 +196,10 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
                 m_i = m_new
 
     o = acc / l_i[:, None]
-    tl.store(LSE + gbase + c0 + rt, m_i + tl.log2(l_i))
+    lse = m_i + tl.log2(l_i)
+    if HAS_G:
+        lse += (gq - gref) * 1.4426950408889634
+    tl.store(LSE + gbase + c0 + rt, lse)
     if SPLIT and i_c >= SB:
         tl.store(_tile(OP, qbase, c0, HQ, D, BT), o)
     else:
@@ -228,8 +233,10 @@ def _fwd_inter_kernel(Q0, KS, V, OM, G, O, LSE, OP,
         m_i = tl.load(LSE + gbase + c0 + rq)
         l_i = tl.full([QR], 1.0, dtype=tl.float32)
         acc = tl.load(_tile(OP, qbase, c0, HQ, D, QR))
-        if HAS_G:
+        if HAS_G:  # the query's gate as in _fwd_kernel: out of the loop, back in at the end
             gq = tl.load(G + gbase + c0 + rq)
+            gref = tl.max(gq, 0)
+            m_i -= (gq - gref) * 1.4426950408889634
         q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, QR))
         for jk in range(0, ks):
             kseg = ks - 1 - jk
@@ -241,8 +248,7 @@ def _fwd_inter_kernel(Q0, KS, V, OM, G, O, LSE, OP,
                 vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
                 s2 = tl.dot(qc, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
                 if HAS_G:
-                    gk = tl.load(G + gbase + t0 + rt)
-                    s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+                    s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
                 m_new = tl.maximum(m_i, tl.max(s2, 1))
                 alpha = tl.exp2(m_i - m_new)
                 p = tl.exp2(s2 - m_new[:, None])
@@ -251,7 +257,10 @@ def _fwd_inter_kernel(Q0, KS, V, OM, G, O, LSE, OP,
                 m_i = m_new
         o = acc / l_i[:, None]
         tl.store(_tile(O, qbase, c0, HQ, D, QR), o.to(O.dtype.element_ty))
-        tl.store(LSE + gbase + c0 + rq, m_i + tl.log2(l_i))
+        lse = m_i + tl.log2(l_i)
+        if HAS_G:
+            lse += (gq - gref) * 1.4426950408889634
+        tl.store(LSE + gbase + c0 + rq, lse)
 
 
 @triton.jit
@@ -287,8 +296,10 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
         do = tl.load(_tile(DO, qbase, c0, HQ, D, QR))
         lse = tl.load(LSE + gbase + c0 + rq)
         delta = tl.load(DELTA + gbase + c0 + rq)
-        if HAS_G:
+        if HAS_G:  # the query's gate into the log-sum-exp once (as in the forward)
             gq = tl.load(G + gbase + c0 + rq)
+            gref = tl.max(gq, 0)
+            lse -= (gq - gref) * 1.4426950408889634
         dgr = tl.zeros([QR], dtype=tl.float32)
         for k in range(0, ks):
             om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + k, D))
@@ -300,8 +311,7 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
                 vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
                 s2 = tl.dot(qe, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
                 if HAS_G:
-                    gk = tl.load(G + gbase + t0 + rt)
-                    s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+                    s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
                 p = tl.exp2(s2 - lse[:, None])
                 dp = tl.dot(do.to(CDT), tl.trans(vb.to(CDT)), input_precision=PREC)
                 ds = p * (dp - delta[:, None])
@@ -363,6 +373,8 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
     vb = tl.load(_tile(V, kbase, t0, HK, D, KR))
     if HAS_G:
         gk = tl.load(G + gbase + t0 + rk)
+        gref = tl.min(gk, 0)
+        gk2 = (gk - gref) * 1.4426950408889634
     if KR == BT:
         dk = tl.zeros([KR, D], dtype=tl.float32)
     dv = tl.zeros([KR, D], dtype=tl.float32)
@@ -384,8 +396,8 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
             delta = tl.load(DELTA + gbase + c0 + rt)
             st = tl.dot(ke, tl.trans(q0), input_precision=PREC) * sl2          # [KR, BT]
             if HAS_G:
-                gq = tl.load(G + gbase + c0 + rt)
-                st += (gq[None, :] - gk[:, None]) * 1.4426950408889634
+                st -= gk2[:, None]
+                lse -= (tl.load(G + gbase + c0 + rt) - gref) * 1.4426950408889634
             pt = tl.exp2(st - lse[None, :])
             dpt = tl.dot(vb.to(CDT), tl.trans(do), input_precision=PREC)
             dst = pt * (dpt - delta[None, :])
@@ -439,8 +451,10 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
         c0 = c * BT
         lse = tl.load(LSE + gbase + c0 + rt)
         delta = tl.load(DELTA + gbase + c0 + rt)
-        if HAS_G:
+        if HAS_G:  # the query's gate into the log-sum-exp once (as in the forward)
             gq = tl.load(G + gbase + c0 + rt)
+            gref = tl.max(gq, 0)
+            lse -= (gq - gref) * 1.4426950408889634
         # ---- own segment: query states Qst(c, m), m = c-1 ... a, into the scratch (Q<-_c first)
         q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
         wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
@@ -468,8 +482,7 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
             vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
             s2 = tl.dot(qm.to(CDT), tl.trans(ka.to(CDT)), input_precision=PREC) * sl2
             if HAS_G:
-                gk = tl.load(G + gbase + t0 + rt)
-                s2 += (gq[:, None] - gk[None, :]) * 1.4426950408889634
+                s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
             p = tl.exp2(s2 - lse[:, None])
             dp = tl.dot(do.to(CDT), tl.trans(vb.to(CDT)), input_precision=PREC)
             ds = p * (dp - delta[:, None])
@@ -511,7 +524,7 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
             - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
         s2 = s * sl2
         if HAS_G:
-            s2 += (gq[:, None] - gq[None, :]) * 1.4426950408889634
+            s2 -= ((gq - gref) * 1.4426950408889634)[None, :]
         p = tl.where(causal, tl.exp2(s2 - lse[:, None]), 0.0)
         dp = tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
         ds = tl.where(causal, p * (dp - delta[:, None]), 0.0)
