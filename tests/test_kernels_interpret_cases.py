@@ -114,6 +114,24 @@ def test_gradients_with_two_blocks_of_keys_per_program(T, seg, monkeypatch):
     _check_against_reference(1, T, 4, 2, 32, True, 16, seg, seed=91 + seg)
 
 
+def test_strong_gates_forward_and_gradients():
+    """Forget gates of about -2.6 per token (G down to about -400 over the sequence): the kernels take the
+    query's gate out of their loops (v9: logits S sl2 - (G_k - r) log2 e with one reference r per
+    program, the row term in the log-sum-exp), which must not lose accuracy when G is large."""
+    import kernels
+    q, k, v, w, beta, g = _inputs(1, 150, 4, 2, 32, True, seed=131)
+    ins = [x.requires_grad_() for x in (q, k, v, w, beta, g - 2.5)]
+    o = kernels.path_attention(*ins, block_size=16, seg_blocks=4)
+    do = torch.randn_like(o)
+    grads = torch.autograd.grad(o, ins, do)
+    ins64 = [x.detach().double().requires_grad_() for x in ins]
+    o64 = ref_attention(*ins64, impl="parallel")
+    g64 = torch.autograd.grad(o64, ins64, do.double())
+    _close(o, o64, name="o")
+    for name, a, b in zip(["dq", "dk", "dv", "dw", "dbeta", "dg"], grads, g64):
+        _close(a, b, name=name)
+
+
 @pytest.mark.parametrize("T,seg,gate", [(150, 4, True), (150, 3, False), (90, 2, False)])
 def test_forward_with_earlier_segments_in_a_second_kernel(T, seg, gate, monkeypatch):
     """The forward split in two (what half-precision D = 128 uses on a GPU): _fwd_kernel for the
