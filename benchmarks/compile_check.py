@@ -97,28 +97,29 @@ def configs(arch, dtype, D, BT=None):
     p32 = "tf32x3" if arch >= 80 else "ieee"
     qt = "*" + dtype
     ce = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, TDT=TDT, PREC=prec)
-    blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)
-    bwd = dict(blk, PREC=prec if half else p32)
+    blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)  # per-block / per-segment kernels
     seg_split, block_cols = _path._seg_split(D), _path._block_cols(D)
-    fwd_rows = _path._fwd_rows(D, BT, 1 << 10, 1 << 10, half)  # any segment length the rows tile
+    def rows(fn):  # the launcher's rows per program, for a segment length and sequence they tile
+        return fn(D, BT, 1 << 10, 1 << 10, half)
+    fwd_rows = rows(_path._fwd_rows)
     ce_inter = {key: val for key, val in ce.items() if key != "TDT"}
     return BT, [
         (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
         (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), dict(ce, SPLIT=fwd_rows > BT),
          aux.get("fwd", warps), stages),
         (K._fwd_inter_kernel, dict(Q0=qt, KS=qt, V=qt, O=qt), dict(ce_inter, QR=fwd_rows), aux["fwd_inter"], stages),
-        (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), dict(ce, DC=seg_split, QR=_path._query_rows(D, BT, 1 << 10, 1 << 10, half)),
+        (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), dict(ce, DC=seg_split, QR=rows(_path._query_rows)),
          aux.get("inter_q", warps), stages),
         (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt),
-         dict(ce, KR=_path._key_rows(D, BT, 1 << 10, 1 << 10, half), DC=seg_split), aux.get("inter_kv", warps), stages),
+         dict(ce, KR=rows(_path._key_rows), DC=seg_split), aux.get("inter_kv", warps), stages),
         (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt, DQ=qt), ce, aux["intra"], 1),
         (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
         (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),
         (K._pair_kernel, {}, dict(HK=2, D=D, PREC=p32), aux["seg"], 1),
-        (K._seg_bwd_kernel, dict(KA=qt), dict(bwd, DR=seg_split), aux["seg"], 1),
-        (K._seg_grad_kernel, {}, dict(bwd, DC=seg_split), aux["seg"], 1),
-        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(bwd, HQ=4, DC=block_cols, SEGS=True), aux["block"], 1),
+        (K._seg_bwd_kernel, dict(KA=qt), dict(blk, DR=seg_split), aux["seg"], 1),
+        (K._seg_grad_kernel, {}, dict(blk, DC=seg_split), aux["seg"], 1),
+        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(blk, HQ=4, DC=block_cols, SEGS=True), aux["block"], 1),
     ]
 
 
