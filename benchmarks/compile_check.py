@@ -32,7 +32,7 @@ import kernels._path as _path  # noqa: E402
 import kernels._triton_kernels as K  # noqa: E402
 
 # what the single-segment mode launches besides the forward and block kernels (kernels/_path.py)
-SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_ut_kernel", "_prep_kernel")
+SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_kernel", "_prep_kernel")
 SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GRP="i32")
 
 
@@ -112,7 +112,8 @@ def configs(arch, dtype, D, BT=None):
          aux.get("inter_q", warps), stages),
         (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt),
          dict(ce, KR=rows(_path._key_rows), DC=seg_split), aux.get("inter_kv", warps), stages),
-        (K._bwd_intra_kernel, dict(Q=qt, K=qt, V=qt, KA=qt, DO=qt, DQ=qt), ce, aux["intra"], 1),
+        (K._bwd_intra_kernel, dict(Q=qt, V=qt, KA=qt, DO=qt), ce, aux["intra"], 1),
+        (K._bwd_diag_kernel, dict(Q=qt, K=qt, V=qt, DO=qt, DQ=qt), ce, aux["diag"], 1),
         (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
         (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),

@@ -261,9 +261,9 @@ def _stages(q):
 
 # warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
 # 4 warps halve the per-block kernels' time at D = 64: 255 registers and spills at 8); the override
-# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,seg=4,fwd=8,fwd_inter=8,inter_q=8,inter_kv=8" is for
-# tuning runs
-_WARP_KEYS = ("ut", "prep", "block", "intra", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv")
+# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,diag=4,seg=4,fwd=8,fwd_inter=8,inter_q=8,inter_kv=8" is
+# for tuning runs
+_WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv")
 
 
 def _aux_warps(q, warps):
@@ -289,6 +289,7 @@ def _aux_warps(q, warps):
     for key in ("fwd", "inter_q", "inter_kv"):
         out.setdefault(key, warps)
     out.setdefault("fwd_inter", out["fwd"])
+    out.setdefault("diag", out["intra"])
     spec = os.environ.get("PATH_KERNELS_WARPS", "")
     for item in filter(None, spec.split(",")):
         key, _, val = item.partition("=")
@@ -463,11 +464,16 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()
-    meta.update(num_stages=1, num_warps=aux["intra"])
+    meta.update(num_stages=1)
     _run(kern._bwd_intra_kernel, (NS, B * HQ),
-         (q, k, v, wf, TW, KA, TM, MM, Garg, do, lse, delta, dq0, scr,
-          dq, dk, dka, dv, dw, dt, dg, scale, T, NB, NS, SB), meta)
-    del scr, dq0
+         (q, v, wf, TW, KA, TM, Garg, do, lse, delta, dq0, scr,
+          dka, dv, dw, dt, dg, scale, T, NB, NS, SB), dict(meta, num_warps=aux["intra"]))
+    del scr
+    # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
+    _run(kern._bwd_diag_kernel, (NB, B * HQ),
+         (q, k, v, wf, TW, TM, MM, Garg, do, lse, delta, dq0, dq, dk, dv, dw, dt, dg, scale, T, NB),
+         dict(meta, num_warps=aux["diag"]))
+    del dq0
     if grp > 1:
         dv = dv.view(B, T, HK, grp, D).sum(3)
         if NS > 1:

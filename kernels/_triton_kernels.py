@@ -421,14 +421,15 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
 
 
 @triton.jit
-def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
-                      DQ, DK, DKA, DV, DW, DT, DG,
+def _bwd_intra_kernel(Q, V, W, TW, KA, TM, G, DO, LSE, DELTA, DQ0, SCR,
+                      DKA, DV, DW, DT, DG,
                       scale, T, NB, NS, SB,
                       HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                       HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
-    """One segment, one query head: diagonal blocks, own-segment pairs and the transports inside the
-    segment, sequentially over its query blocks (so the per-block accumulators need no atomics).
-    Query states of the current block are kept in a per-program scratch (``SB`` tiles)."""
+    """One segment, one query head: the own-segment pairs and the transports inside the segment,
+    sequentially over its query blocks (so the per-block accumulators need no atomics). Query states of
+    the current block are kept in a per-program scratch (``SB`` tiles). The diagonal blocks are left to
+    ``_bwd_diag_kernel`` (v10), which reads the gradient carried to ``Q<-`` from ``DQ0``."""
     i_s = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HQ
@@ -443,7 +444,6 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
     scbase = ((i_b.to(tl.int64) * HQ + i_hq) * NS + i_s) * SB * BT * D
     sl2 = scale * 1.4426950408889634
     causal = rt[:, None] >= rt[None, :]
-    strict = rt[:, None] > rt[None, :]
     a_blk = i_s * SB
     e_blk = tl.minimum(a_blk + SB, NB)
     for c in range(a_blk, e_blk):
@@ -510,56 +510,97 @@ def _bwd_intra_kernel(Q, K, V, W, TW, KA, TM, MM, G, DO, LSE, DELTA, DQ0, SCR,
             x = x - tl.dot(xwt.to(TDT), wb.to(TDT), input_precision=PREC) \
                 + scale * tl.dot(ds.to(CDT), ka.to(CDT), input_precision=PREC)
 
-        # ---- diagonal block (after the loops, so that none of its tiles is live through them):
-        # S = tril(Q K^T) - tril(Q W^T) M, then the chain through Q<- = Q - tril(Q W^T) T W
-        q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
-        wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
-        twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
-        kc = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
-        vc = tl.load(_tile(V, kbase, c0, HK, D, BT))
-        mc = tl.load(_sq(MM, mbase, c, BT))
-        bm = tl.dot(q.to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
-        bm = tl.where(causal, bm, 0.0)
-        s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
-            - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
-        s2 = s * sl2
-        if HAS_G:
-            s2 -= ((gq - gref) * 1.4426950408889634)[None, :]
-        p = tl.where(causal, tl.exp2(s2 - lse[:, None]), 0.0)
-        dp = tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
-        ds = tl.where(causal, p * (dp - delta[:, None]), 0.0)
-        dgr += tl.sum(ds, 1) - tl.sum(ds, 0)
-        pv = _tile(DV, qbase, c0, HQ, D, BT)
-        tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
-        dss = ds * scale
-        dq = x + tl.dot(dss.to(CDT), kc.to(CDT), input_precision=PREC)
-        dkc = tl.dot(tl.trans(dss).to(CDT), q.to(CDT), input_precision=PREC)
-        dbm = -tl.dot(dss.to(TDT), tl.trans(mc).to(TDT), input_precision=PREC)
-        dmc = -tl.dot(tl.trans(bm).to(TDT), dss.to(TDT), input_precision=PREC)
-        dbm -= tl.dot(x.to(TDT), tl.trans(twc).to(TDT), input_precision=PREC)
-        dbm = tl.where(causal, dbm, 0.0)
-        dq += tl.dot(dbm.to(TDT), wc.to(TDT), input_precision=PREC)
-        dwc = tl.dot(tl.trans(dbm).to(TDT), q.to(TDT), input_precision=PREC)
-        dtw = -tl.dot(tl.trans(bm).to(TDT), x.to(TDT), input_precision=PREC)
-        dtc = tl.dot(dtw.to(TDT), tl.trans(wc).to(TDT), input_precision=PREC)
-        tc = tl.load(_sq(TM, mbase, c, BT))
-        dwc += tl.dot(tl.trans(tc).to(TDT), dtw.to(TDT), input_precision=PREC)
-        cm = tl.dot(wc.to(TDT), tl.trans(kc).to(TDT), input_precision=PREC)
-        cm = tl.where(strict, cm, 0.0)
-        dtc += tl.dot(dmc.to(TDT), tl.trans(cm).to(TDT), input_precision=PREC)
-        dcm = tl.dot(tl.trans(tc).to(TDT), dmc.to(TDT), input_precision=PREC)
-        dcm = tl.where(strict, dcm, 0.0)
-        dwc += tl.dot(dcm.to(TDT), kc.to(TDT), input_precision=PREC)
-        dkc += tl.dot(tl.trans(dcm).to(TDT), wc.to(TDT), input_precision=PREC)
-        tl.store(_tile(DQ, qbase, c0, HQ, D, BT), dq.to(DQ.dtype.element_ty))
-        tl.store(_tile(DK, qbase, c0, HQ, D, BT), dkc)
-        pw = _tile(DW, qbase, c0, HQ, D, BT)
-        tl.store(pw, tl.load(pw) + dwc)
-        pt = _sq(DT, dtbase, c, BT)
-        tl.store(pt, tl.load(pt) + dtc)
+        # the diagonal block is left to _bwd_diag_kernel (v10: in parallel over blocks): hand it the
+        # gradient carried to Q<-_c and this block's gate row sums so far
+        tl.store(_tile(DQ0, qbase, c0, HQ, D, BT), x)
         if HAS_G:
             pg = DG + gbase + c0 + rt
             tl.store(pg, tl.load(pg) + dgr)
+
+
+@triton.jit
+def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
+                     DQ, DK, DV, DW, DT, DG,
+                     scale, T, NB,
+                     HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                     HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
+    """One block, one query head, after ``_bwd_intra_kernel``: the diagonal block
+    ``S = tril(Q K^T) - tril(Q W^T) M`` and the chain through ``Q<- = Q - tril(Q W^T) T W`` and the block's
+    factors, from the gradient ``x`` of ``Q<-`` that the intra kernel left in ``DQ0``; writes ``dq`` and
+    ``dk`` of the block and adds to its ``dv``, ``dw``, ``dT`` and gate gradient."""
+    c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    i_hk = i_hq // (HQ // HK)
+    rt = tl.arange(0, BT)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
+    dtbase = (i_b.to(tl.int64) * HQ + i_hq) * NB * BT * BT
+    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
+    sl2 = scale * 1.4426950408889634
+    causal = rt[:, None] >= rt[None, :]
+    strict = rt[:, None] > rt[None, :]
+    c0 = c * BT
+    lse = tl.load(LSE + gbase + c0 + rt)
+    delta = tl.load(DELTA + gbase + c0 + rt)
+    if HAS_G:  # the query's gate into the log-sum-exp (as in the intra kernel)
+        gq = tl.load(G + gbase + c0 + rt)
+        gref = tl.max(gq, 0)
+        lse -= (gq - gref) * 1.4426950408889634
+    do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
+    x = tl.load(_tile(DQ0, qbase, c0, HQ, D, BT))
+    dgr = tl.zeros([BT], dtype=tl.float32)
+    # S = tril(Q K^T) - tril(Q W^T) M, then the chain through Q<- = Q - tril(Q W^T) T W
+    q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
+    wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
+    twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
+    kc = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
+    vc = tl.load(_tile(V, kbase, c0, HK, D, BT))
+    mc = tl.load(_sq(MM, mbase, c, BT))
+    bm = tl.dot(q.to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
+    bm = tl.where(causal, bm, 0.0)
+    s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
+        - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
+    s2 = s * sl2
+    if HAS_G:
+        s2 -= ((gq - gref) * 1.4426950408889634)[None, :]
+    p = tl.where(causal, tl.exp2(s2 - lse[:, None]), 0.0)
+    dp = tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
+    ds = tl.where(causal, p * (dp - delta[:, None]), 0.0)
+    dgr += tl.sum(ds, 1) - tl.sum(ds, 0)
+    pv = _tile(DV, qbase, c0, HQ, D, BT)
+    tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
+    dss = ds * scale
+    dq = x + tl.dot(dss.to(CDT), kc.to(CDT), input_precision=PREC)
+    dkc = tl.dot(tl.trans(dss).to(CDT), q.to(CDT), input_precision=PREC)
+    dbm = -tl.dot(dss.to(TDT), tl.trans(mc).to(TDT), input_precision=PREC)
+    dmc = -tl.dot(tl.trans(bm).to(TDT), dss.to(TDT), input_precision=PREC)
+    dbm -= tl.dot(x.to(TDT), tl.trans(twc).to(TDT), input_precision=PREC)
+    dbm = tl.where(causal, dbm, 0.0)
+    dq += tl.dot(dbm.to(TDT), wc.to(TDT), input_precision=PREC)
+    dwc = tl.dot(tl.trans(dbm).to(TDT), q.to(TDT), input_precision=PREC)
+    dtw = -tl.dot(tl.trans(bm).to(TDT), x.to(TDT), input_precision=PREC)
+    dtc = tl.dot(dtw.to(TDT), tl.trans(wc).to(TDT), input_precision=PREC)
+    tc = tl.load(_sq(TM, mbase, c, BT))
+    dwc += tl.dot(tl.trans(tc).to(TDT), dtw.to(TDT), input_precision=PREC)
+    cm = tl.dot(wc.to(TDT), tl.trans(kc).to(TDT), input_precision=PREC)
+    cm = tl.where(strict, cm, 0.0)
+    dtc += tl.dot(dmc.to(TDT), tl.trans(cm).to(TDT), input_precision=PREC)
+    dcm = tl.dot(tl.trans(tc).to(TDT), dmc.to(TDT), input_precision=PREC)
+    dcm = tl.where(strict, dcm, 0.0)
+    dwc += tl.dot(dcm.to(TDT), kc.to(TDT), input_precision=PREC)
+    dkc += tl.dot(tl.trans(dcm).to(TDT), wc.to(TDT), input_precision=PREC)
+    tl.store(_tile(DQ, qbase, c0, HQ, D, BT), dq.to(DQ.dtype.element_ty))
+    tl.store(_tile(DK, qbase, c0, HQ, D, BT), dkc)
+    pw = _tile(DW, qbase, c0, HQ, D, BT)
+    tl.store(pw, tl.load(pw) + dwc)
+    pt = _sq(DT, dtbase, c, BT)
+    tl.store(pt, tl.load(pt) + dtc)
+    if HAS_G:
+        pg = DG + gbase + c0 + rt
+        tl.store(pg, tl.load(pg) + dgr)
 
 
 @triton.jit

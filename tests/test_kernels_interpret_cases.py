@@ -483,7 +483,7 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
     q = torch.zeros(1, 16, 2, 64)
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
     w = _aux_warps(q, 2)
-    assert set(w) == {"ut", "prep", "block", "intra", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv"}
+    assert set(w) == {"ut", "prep", "block", "intra", "diag", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv"}
     assert (w["fwd"], w["fwd_inter"], w["inter_q"], w["inter_kv"]) == (2, 2, 2, 2)
     monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8")
     w = _aux_warps(q, 4)
