@@ -96,6 +96,37 @@ def _delta_kernel(DO, O, DELTA, T, HQ: tl.constexpr, D: tl.constexpr, BT: tl.con
     tl.store(DELTA + i_bh.to(tl.int64) * T + i_c * BT + rt, tl.sum(do * o, 1))
 
 @triton.jit
+def _earlier_segments(m_i, l_i, acc, Q0, KS, V, OM, G, qbase, kbase, obase, gbase, c0, ks, SB, sl2, gref,
+                      HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, QR: tl.constexpr,
+                      HAS_G: tl.constexpr, CDT: tl.constexpr, PREC: tl.constexpr):
+    """Online softmax (state ``m_i, l_i, acc``) of ``QR`` query rows starting at ``c0`` over the keys of the
+    earlier segments ``ks - 1 ... 0``, right to left: keys moved to their segment's end; the query state
+    at the end of segment k is ``Q0 Om(ks, k)``, by random access as in the backward (the same rounding:
+    ``Q0`` as stored, products in the input dtype), so no float32 query state is carried through the
+    loop. ``gref``: the rows' gate reference (the query's gate is in the log-sum-exp)."""
+    rt = tl.arange(0, BT)
+    for jk in range(0, ks):
+        kseg = ks - 1 - jk
+        om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + kseg, D))
+        q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, QR))
+        qc = tl.dot(q0.to(CDT), om.to(CDT), input_precision=PREC).to(CDT)
+        for jb in range(0, SB):
+            t0 = (kseg * SB + jb) * BT
+            kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
+            vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
+            s2 = tl.dot(qc, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
+            if HAS_G:
+                s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
+            m_new = tl.maximum(m_i, tl.max(s2, 1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s2 - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(CDT), vb.to(CDT), input_precision=PREC)
+            m_i = m_new
+    return m_i, l_i, acc
+
+
+@triton.jit
 def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
                 scale, T, NB, NS, SB,
                 HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
@@ -134,6 +165,7 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
     s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
         - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
     s2 = s * sl2
+    gref = 0.0
     if HAS_G:
         # the query's gate is a constant of each softmax row: it leaves the loops and is added to the
         # log-sum-exp at the end (v9); keys enter as (g_k - gref) log2(e), gref one reference per
@@ -168,32 +200,12 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
         qs = qs - tl.dot(u.to(TDT), twb.to(TDT), input_precision=PREC)
     tl.store(_tile(Q0, qbase, c0, HQ, D, BT), qs.to(Q0.dtype.element_ty))
 
-    # earlier segments, right to left: keys moved to their segment's end; the query state at the end of
-    # segment k is Q0 Om(ks, k), by random access as in the backward (the same rounding: Q0 as stored,
-    # products in the input dtype), so no float32 query state is carried through the loop
-    # (SEGS=False compiles this out: single-segment mode for GPUs with little shared memory; SPLIT=True
-    # leaves it to _fwd_inter_kernel)
+    # earlier segments, right to left (SEGS=False compiles this out: single-segment mode for GPUs with
+    # little shared memory; SPLIT=True leaves it to _fwd_inter_kernel, on more rows per program)
     if SEGS and not SPLIT:
-        ks = i_c // SB
         tl.debug_barrier()
-        for jk in range(0, ks):
-            kseg = ks - 1 - jk
-            om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + kseg, D))
-            q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, BT))
-            qc = tl.dot(q0.to(CDT), om.to(CDT), input_precision=PREC).to(CDT)
-            for jb in range(0, SB):
-                t0 = (kseg * SB + jb) * BT
-                kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
-                vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
-                s2 = tl.dot(qc, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
-                if HAS_G:
-                    s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
-                m_new = tl.maximum(m_i, tl.max(s2, 1))
-                alpha = tl.exp2(m_i - m_new)
-                p = tl.exp2(s2 - m_new[:, None])
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None] + tl.dot(p.to(CDT), vb.to(CDT), input_precision=PREC)
-                m_i = m_new
+        m_i, l_i, acc = _earlier_segments(m_i, l_i, acc, Q0, KS, V, OM, G, qbase, kbase, obase, gbase, c0,
+                                          i_c // SB, SB, sl2, gref, HQ, HK, D, BT, BT, HAS_G, CDT, PREC)
 
     o = acc / l_i[:, None]
     lse = m_i + tl.log2(l_i)
@@ -220,7 +232,6 @@ def _fwd_inter_kernel(Q0, KS, V, OM, G, O, LSE, OP,
     i_b = i_bh // HQ
     i_hq = i_bh % HQ
     i_hk = i_hq // (HQ // HK)
-    rt = tl.arange(0, BT)
     rq = tl.arange(0, QR)
     qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
@@ -233,28 +244,13 @@ def _fwd_inter_kernel(Q0, KS, V, OM, G, O, LSE, OP,
         m_i = tl.load(LSE + gbase + c0 + rq)
         l_i = tl.full([QR], 1.0, dtype=tl.float32)
         acc = tl.load(_tile(OP, qbase, c0, HQ, D, QR))
+        gref = 0.0
         if HAS_G:  # the query's gate as in _fwd_kernel: out of the loop, back in at the end
             gq = tl.load(G + gbase + c0 + rq)
             gref = tl.max(gq, 0)
             m_i -= (gq - gref) * 1.4426950408889634
-        q0 = tl.load(_tile(Q0, qbase, c0, HQ, D, QR))
-        for jk in range(0, ks):
-            kseg = ks - 1 - jk
-            om = tl.load(_sq(OM, obase, (ks * (ks - 1)) // 2 + kseg, D))
-            qc = tl.dot(q0.to(CDT), om.to(CDT), input_precision=PREC).to(CDT)
-            for jb in range(0, SB):
-                t0 = (kseg * SB + jb) * BT
-                kk = tl.load(_tile(KS, kbase, t0, HK, D, BT))
-                vb = tl.load(_tile(V, kbase, t0, HK, D, BT))
-                s2 = tl.dot(qc, tl.trans(kk.to(CDT)), input_precision=PREC) * sl2
-                if HAS_G:
-                    s2 -= ((tl.load(G + gbase + t0 + rt) - gref) * 1.4426950408889634)[None, :]
-                m_new = tl.maximum(m_i, tl.max(s2, 1))
-                alpha = tl.exp2(m_i - m_new)
-                p = tl.exp2(s2 - m_new[:, None])
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None] + tl.dot(p.to(CDT), vb.to(CDT), input_precision=PREC)
-                m_i = m_new
+        m_i, l_i, acc = _earlier_segments(m_i, l_i, acc, Q0, KS, V, OM, G, qbase, kbase, obase, gbase, c0,
+                                          ks, SB, sl2, gref, HQ, HK, D, BT, QR, HAS_G, CDT, PREC)
         o = acc / l_i[:, None]
         tl.store(_tile(O, qbase, c0, HQ, D, QR), o.to(O.dtype.element_ty))
         lse = m_i + tl.log2(l_i)
