@@ -727,8 +727,11 @@ def transform_keys_to_end(k, w, beta, cu_seqlens=None, *, check_values: bool = T
         k: ``[B, T, Hk, D]``; w: ``[B, T, Hk, D]`` float32 unit rows; beta: ``[B, T, Hk]`` float32 in [0, 2].
         cu_seqlens: optional int32 ``[N + 1]`` (B == 1): each key moves to the end of its own sequence.
     Returns:
-        ``[B, T, Hk, D]`` in k's dtype. Block-level float32 computation (UT transforms, block products),
-        O(T D^2 / BT + T D BT) work; no gradient.
+        ``[B, T, Hk, D]`` in k's dtype; no gradient. On CUDA (and under ``TRITON_INTERPRET=1``) the
+        forward's Triton kernels do the per-block and per-segment work (UT transforms, keys moved to
+        their segment's end, segment products: O(T D^2 / BT) in float32 accuracy, the moved keys stored
+        in k's dtype) and the ``NS`` segment products are chained in torch; elsewhere, or where a kernel
+        does not fit the device, the same computation block by block in float32 torch.
     """
     check_tensor(k, "k", ndim=4, dtypes=_QDTYPES)
     check_path_params(k, k, w, beta, None, param_dtypes=(torch.float32,), check_values=check_values)
@@ -744,25 +747,68 @@ def transform_keys_to_end(k, w, beta, cu_seqlens=None, *, check_values: bool = T
                     out[:, s0:s1] = transform_keys_to_end(k[:, s0:s1], w[:, s0:s1], beta[:, s0:s1],
                                                           check_values=False)
             return out
-        BT = 64 if T >= 64 else 16
-        Tp = -(-T // BT) * BT
-        kp, wp, bp = _pad_time(k, Tp), _pad_time(w, Tp), _pad_time(beta, Tp)
-        NB = Tp // BT
-        SB = max(1, int(math.ceil(math.sqrt(NB))))
-        Wb, Kb = _blocks(wp, BT), _blocks(kp, BT)
-        bb = bp.float().view(B, NB, BT, H).permute(0, 3, 1, 2)
-        _, Tm, _ = _ut(Wb, bb)
-        TW = Tm @ Wb
-        KA = Kb - (Tm @ torch.tril(Wb @ Kb.transpose(-1, -2), -1)).transpose(-1, -2) @ Wb
-        Ws, TWs, KAs = _seg_view(wp, BT, SB), _seg_view(_unblocks(TW), BT, SB), _seg_view(_unblocks(KA), BT, SB)
-        R, Seg = _suffix_products(Ws, TWs)
-        Kseg = torch.stack([KAs[:, :, :, j] @ R[j].transpose(-1, -2) for j in range(SB)], dim=3)
-        NS = Seg.shape[2]
-        # then across the later segments: suf_s = Seg_{NS-1} ... Seg_{s+1}
-        eye = torch.eye(D, dtype=Seg.dtype, device=Seg.device)
-        suf = [None] * NS
-        suf[NS - 1] = eye.expand(B, H, D, D)
-        for s in range(NS - 2, -1, -1):
-            suf[s] = suf[s + 1] @ Seg[:, :, s + 1]
-        Kend = Kseg @ torch.stack(suf, 2)[:, :, :, None].transpose(-1, -2)
-        return _seg_unview(Kend, NB)[:, :T].to(k.dtype)
+        if k.device.type == "cuda" or (k.device.type == "cpu" and _interpret() and k.dtype == torch.float32):
+            _check_device(k)
+            try:
+                return _keys_to_end_triton(k, w, beta)
+            except Exception as e:  # a kernel that does not fit the device: the torch path below
+                if not _is_oor(e):
+                    raise
+        return _keys_to_end_torch(k, w, beta)
+
+
+def _suffix_chain(Seg):
+    """``suf_s = Seg_{NS-1} ... Seg_{s+1}`` (identity for the last segment) from ``[B, H, NS, D, D]``."""
+    B, H, NS, D, _ = Seg.shape
+    suf = [None] * NS
+    suf[NS - 1] = torch.eye(D, dtype=Seg.dtype, device=Seg.device).expand(B, H, D, D)
+    for s in range(NS - 2, -1, -1):
+        suf[s] = suf[s + 1] @ Seg[:, :, s + 1]
+    return suf
+
+
+def _keys_to_end_triton(k, w, beta):
+    """``transform_keys_to_end`` on the forward's kernels: ``_precompute`` (at least two segments, so
+    that it moves the keys to their segment's end), then each segment's keys times its suffix chain."""
+    B, T, H, D = k.shape
+    BT, _, warps = _config(D, T, k.dtype, k.device, None, None)
+    Tp = -(-T // BT) * BT
+    NB = Tp // BT
+    kp = _pad_time(k, Tp)
+    wf, bf = _pad_time(w.float(), Tp), _pad_time(beta.float(), Tp)
+    if NB == 1:  # one block: its keys at the block's end are at the sequence's end
+        SB = 1
+    else:
+        SB = min(_segments(NB, BT, D), -(-NB // 2))
+    _, _, PREC, cdt = _dtypes(k)
+    pre = _precompute(kp, wf, bf, BT, SB, cdt, _block_prec(k), _fp32_prec(k), _aux_warps(k, warps))
+    if NB == 1:
+        return pre["KA"][:, :T].to(k.dtype)
+    suf = _suffix_chain(pre["SEG"])
+    out = torch.empty(B, Tp, H, D, dtype=k.dtype, device=k.device)
+    L = SB * BT
+    for s, m in enumerate(suf):  # keys of segment s: Kseg (R^T applied) times suf_s^T
+        rows = slice(s * L, min((s + 1) * L, Tp))
+        out[:, rows] = torch.einsum("bthd,bhed->bthe", pre["KS"][:, rows].float(), m).to(k.dtype)
+    return out[:, :T]
+
+
+def _keys_to_end_torch(k, w, beta):
+    """``transform_keys_to_end`` block by block in float32 torch (any device)."""
+    B, T, H, D = k.shape
+    BT = 64 if T >= 64 else 16
+    Tp = -(-T // BT) * BT
+    kp, wp, bp = _pad_time(k, Tp), _pad_time(w, Tp), _pad_time(beta, Tp)
+    NB = Tp // BT
+    SB = max(1, int(math.ceil(math.sqrt(NB))))
+    Wb, Kb = _blocks(wp, BT), _blocks(kp, BT)
+    bb = bp.float().view(B, NB, BT, H).permute(0, 3, 1, 2)
+    _, Tm, _ = _ut(Wb, bb)
+    TW = Tm @ Wb
+    KA = Kb - (Tm @ torch.tril(Wb @ Kb.transpose(-1, -2), -1)).transpose(-1, -2) @ Wb
+    Ws, TWs, KAs = _seg_view(wp, BT, SB), _seg_view(_unblocks(TW), BT, SB), _seg_view(_unblocks(KA), BT, SB)
+    R, Seg = _suffix_products(Ws, TWs)
+    Kseg = torch.stack([KAs[:, :, :, j] @ R[j].transpose(-1, -2) for j in range(SB)], dim=3)
+    # then across the later segments: suf_s = Seg_{NS-1} ... Seg_{s+1}
+    Kend = Kseg @ torch.stack(_suffix_chain(Seg), 2)[:, :, :, None].transpose(-1, -2)
+    return _seg_unview(Kend, NB)[:, :T].to(k.dtype)

@@ -218,14 +218,21 @@ def _keys_to_end_reference(k, w, beta, bounds):
     return out
 
 
-@pytest.mark.parametrize("T,cu", [(37, None), (50, [0, 17, 18, 50])])
+@pytest.mark.parametrize("T,cu", [(37, None), (50, [0, 17, 18, 50]), (150, None), (150, [0, 100, 150])])
 def test_transform_keys_to_end(T, cu):
+    """On the forward's kernels (here under the interpreter; BT = 32, so T = 150 has 5 blocks in
+    segments of 2, a partial last one), against a token-by-token float64 loop, and the same as the
+    block-level torch path that CPUs without the interpreter (and devices where a kernel does not fit)
+    take."""
     import kernels
+    from kernels import _path as kp
     _, k, _, w, beta, _ = _inputs(1, T, 2, 2, 32, False, seed=11)
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
     out = kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu_t)
     ref = _keys_to_end_reference(k, w, beta, cu if cu is not None else [0, T])
     _close(out, ref, name="keys")
+    if cu is None:
+        _close(kp._keys_to_end_torch(k, w, beta), ref, name="keys (torch path)")
 
 
 def _bad(**over):
