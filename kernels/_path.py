@@ -314,7 +314,8 @@ def _block_prec(q):
 # _seg_bwd_kernel, columns per chunk in _seg_grad_kernel) and the head dim of _bwd_block_kernel (columns
 # per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/NOTES.md (v6).
 # Module-level so that the CPU tests can split small head dims too; the override
-# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,key_rows=128,query_rows=128" is for tuning runs
+# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,key_rows=128,query_rows=128,fwd_rows=128" is for
+# tuning runs
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
 # rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
