@@ -250,8 +250,21 @@ def _dtypes(q):
     return cdt, tl.float16, "tf32", q.dtype
 
 
-def _stages(q):
-    """Software-pipelining depth of the attention loops: 2 where shared memory is plentiful."""
+_STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
+
+
+def _stages(q, key: str) -> int:
+    """Software-pipelining depth of attention loop ``key`` (``_STAGE_KEYS``): 2 where shared memory is
+    plentiful, else 1; ``PATH_KERNELS_STAGES="fwd=1,inter_kv=3"`` overrides for tuning runs (a depth that
+    does not fit is lowered at launch, ``_launch``)."""
+    spec = os.environ.get("PATH_KERNELS_STAGES", "")
+    for item in filter(None, spec.split(",")):
+        name, _, val = item.partition("=")
+        if name.strip() not in _STAGE_KEYS or val.strip() not in ("1", "2", "3", "4"):
+            raise ValueError(f"PATH_KERNELS_STAGES: expected items like 'fwd=1' with keys {_STAGE_KEYS} and "
+                             f"values 1 to 4, got {item!r}")
+        if name.strip() == key:
+            return int(val)
     if q.device.type != "cuda":
         return 1
     props = torch.cuda.get_device_properties(q.device)
@@ -408,11 +421,11 @@ def _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps):
     _launch(kern._fwd_kernel, (NB, B * HQ),
             (q, k, v, wf, pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["OM"],
              Gh, o, lse, q0, op, scale, T, NB, NS, SB),
-            dict(meta, TDT=TDT, SEGS=NS > 1, SPLIT=FR > BT, num_warps=aux["fwd"]), _stages(q))
+            dict(meta, TDT=TDT, SEGS=NS > 1, SPLIT=FR > BT, num_warps=aux["fwd"]), _stages(q, "fwd"))
     if FR > BT:
         _launch(kern._fwd_inter_kernel, (NB // (FR // BT), B * HQ),
                 (q0, pre["KS"], v, pre["OM"], Gh, o, lse, op, scale, T, NB, NS, SB),
-                dict(meta, QR=FR, num_warps=aux["fwd_inter"]), _stages(q))
+                dict(meta, QR=FR, num_warps=aux["fwd_inter"]), _stages(q, "fwd_inter"))
     del op
     saved = (q, k, v, wf, bf, Gh if G is not None else None, o, lse, q0,
              pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["NM"], pre["RS"], pre["SEG"], pre["OM"])
@@ -458,10 +471,10 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         QR = _query_rows(D, BT, SB, NB, q.dtype != torch.float32)
         _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ),
                 (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB),
-                dict(meta, DC=_seg_split(D), QR=QR, num_warps=aux["inter_q"]), _stages(q))
+                dict(meta, DC=_seg_split(D), QR=QR, num_warps=aux["inter_q"]), _stages(q, "inter_q"))
         _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ),
                 (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB),
-                dict(meta, KR=KR, DC=_seg_split(D), num_warps=aux["inter_kv"]), _stages(q))
+                dict(meta, KR=KR, DC=_seg_split(D), num_warps=aux["inter_kv"]), _stages(q, "inter_kv"))
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()

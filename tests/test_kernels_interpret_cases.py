@@ -482,6 +482,21 @@ def test_pair_kernel_matches_the_torch_products():
     _close(om, _pair_products(seg.double()), rtol=1e-5, name="Om")
 
 
+def test_stage_override_is_parsed_and_checked(monkeypatch):
+    """PATH_KERNELS_STAGES (for tuning runs) sets the pipelining depth of the attention loops; the
+    interpreter's default is 1; a malformed value is a ValueError that names the variable."""
+    from kernels._path import _stages
+    q = torch.zeros(1, 16, 2, 64)
+    monkeypatch.delenv("PATH_KERNELS_STAGES", raising=False)
+    assert _stages(q, "fwd") == 1
+    monkeypatch.setenv("PATH_KERNELS_STAGES", "fwd=3, inter_kv=2")
+    assert (_stages(q, "fwd"), _stages(q, "inter_kv"), _stages(q, "inter_q")) == (3, 2, 1)
+    for bad in ("intra=2", "fwd=5", "fwd"):
+        monkeypatch.setenv("PATH_KERNELS_STAGES", bad)
+        with pytest.raises(ValueError, match="PATH_KERNELS_STAGES"):
+            _stages(q, "fwd")
+
+
 def test_warp_override_is_parsed_and_checked(monkeypatch):
     """PATH_KERNELS_WARPS (for tuning runs) sets the warps of every kernel but the delta kernel (the
     attention kernels default to ``_config``'s warps); a malformed value is a ValueError that names the
