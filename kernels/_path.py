@@ -36,11 +36,14 @@ def _triton():
 # configuration
 # ----------------------------------------------------------------------------------------------
 
-# Shared memory (bytes) the largest of the kernels needs, read off AOT compiles for sm_90 (v8)
-# (``benchmarks/results/compile_sm90.json``): half-precision inputs at BT = 64, float32 inputs (tf32x3)
-# at BT = 32. Other architectures may need a little more or less: the runtime fallback covers that.
-_SMEM_HALF_BT64 = {32: 90112, 64: 98304, 128: 163840}
-_SMEM_FP32_BT32 = {32: 32768, 64: 65536, 128: 229376}
+# Shared memory (bytes) the largest of the kernels needs at one pipelining stage (``_launch`` lowers the
+# stages of the attention loops when they do not fit; the other kernels run at one), read off the
+# device-faithful AOT compiles for sm_90 (``benchmarks/results/compile_sm90.json``, triton 3.6 with
+# the JIT's divisibility hints; v10): half-precision inputs at BT = 64 (``_bwd_block_kernel`` at
+# D = 32 / 64, ``_seg_grad_kernel`` at D = 128), float32 inputs (tf32x3) at BT = 32. Other
+# architectures may need a little more or less: the runtime fallback covers that.
+_SMEM_HALF_BT64 = {32: 90112, 64: 94208, 128: 180224}
+_SMEM_FP32_BT32 = {32: 32768, 64: 81920, 128: 229376}
 _MAX_BT = {}  # (device, dtype, D) -> largest block length known to fit (after an out-of-resources retry)
 _ONE_SEGMENT = set()  # (device, dtype, D) that need the single-segment mode
 
