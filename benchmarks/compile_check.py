@@ -90,7 +90,8 @@ def configs(arch, dtype, D, BT=None):
     BT = BT or (64 if half else 32)
     warps = 4 if (D <= 64 or arch < 80) else 8  # kernels/_path.py: _config
     aux = _shipped_warps(arch, dtype, D, warps)
-    stages = 2 if (half and arch >= 90) else 1
+    big = half and arch >= 90  # kernels/_path.py: _stages (big shared memory, half precision)
+    st = {key: (_path._STAGES_HALF[key] if big else 1) for key in _path._STAGE_KEYS}
     CDT = {"bf16": tl.bfloat16, "fp16": tl.float16, "fp32": tl.float32}[dtype]
     TDT = tl.float16 if half else tl.float32
     prec = "tf32" if half else ("tf32x3" if arch >= 80 else "ieee")
@@ -106,12 +107,13 @@ def configs(arch, dtype, D, BT=None):
     return BT, [
         (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
         (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), dict(ce, SPLIT=fwd_rows > BT),
-         aux.get("fwd", warps), stages),
-        (K._fwd_inter_kernel, dict(Q0=qt, KS=qt, V=qt, O=qt), dict(ce_inter, QR=fwd_rows), aux["fwd_inter"], stages),
+         aux.get("fwd", warps), st["fwd"]),
+        (K._fwd_inter_kernel, dict(Q0=qt, KS=qt, V=qt, O=qt), dict(ce_inter, QR=fwd_rows), aux["fwd_inter"],
+         st["fwd_inter"]),
         (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt), dict(ce, DC=seg_split, QR=rows(_path._query_rows)),
-         aux.get("inter_q", warps), stages),
+         aux.get("inter_q", warps), st["inter_q"]),
         (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt),
-         dict(ce, KR=rows(_path._key_rows), DC=seg_split), aux.get("inter_kv", warps), stages),
+         dict(ce, KR=rows(_path._key_rows), DC=seg_split), aux.get("inter_kv", warps), st["inter_kv"]),
         (K._bwd_intra_kernel, dict(Q=qt, V=qt, KA=qt, DO=qt), ce, aux["intra"], 1),
         (K._bwd_diag_kernel, dict(Q=qt, K=qt, V=qt, DO=qt, DQ=qt), ce, aux["diag"], 1),
         (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),

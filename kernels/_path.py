@@ -257,8 +257,8 @@ _STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
 
 
 def _stages(q, key: str) -> int:
-    """Software-pipelining depth of attention loop ``key`` (``_STAGE_KEYS``): 2 where shared memory is
-    plentiful, else 1; ``PATH_KERNELS_STAGES="fwd=1,inter_kv=3"`` overrides for tuning runs (a depth that
+    """Software-pipelining depth of attention loop ``key`` (``_STAGE_KEYS``): ``_STAGES_HALF`` for
+    half-precision inputs where shared memory is plentiful, else 1; ``PATH_KERNELS_STAGES="fwd=1,inter_kv=3"`` overrides for tuning runs (a depth that
     does not fit is lowered at launch, ``_launch``)."""
     spec = os.environ.get("PATH_KERNELS_STAGES", "")
     for item in filter(None, spec.split(",")):
@@ -272,7 +272,14 @@ def _stages(q, key: str) -> int:
         return 1
     props = torch.cuda.get_device_properties(q.device)
     smem = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
-    return 2 if smem >= 160 * 1024 and q.dtype != torch.float32 else 1
+    return _STAGES_HALF[key] if smem >= 160 * 1024 and q.dtype != torch.float32 else 1
+
+
+# pipelining depth per attention loop for half-precision inputs where shared memory is plentiful
+# (v10, H200, benchmarks/NOTES.md): the forward kernel's own-segment loop runs shorter unpipelined
+# (221440 -> 49152 bytes at D = 128: four programs per SM instead of one), the long loops over earlier
+# segments gain from a third stage
+_STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=2, inter_kv=3)
 
 
 # warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
