@@ -277,9 +277,10 @@ def _stages(q, key: str) -> int:
 
 # pipelining depth per attention loop for half-precision inputs where shared memory is plentiful
 # (v10, H200, benchmarks/NOTES.md): the forward kernel's own-segment loop runs shorter unpipelined
-# (221440 -> 49152 bytes at D = 128: four programs per SM instead of one), the long loops over earlier
+# (221440 -> 49152 bytes of shared memory at D = 128: two programs per SM, as registers allow, instead
+# of one), the long loops over earlier
 # segments gain from a third stage
-_STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=2, inter_kv=3)
+_STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
 
 
 # warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
