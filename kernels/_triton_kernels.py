@@ -600,26 +600,25 @@ def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
 
 
 @triton.jit
-def _diag_block_inverse(a, BT: tl.constexpr):
+def _diag_block_inverse(A, abase, BT: tl.constexpr):
     """``(I + Ad)^-1`` for the 16 x 16 diagonal blocks ``Ad`` of a strictly lower ``[BT, BT]`` float32
-    tile, as a block-diagonal ``[BT, BT]`` tile. The blocks are viewed as a ``[BT/16, 16, 16]`` stack
-    and inverted together by forward substitution in plain float32 (no tensor cores): step r computes
-    row r of every block, ``n_r = e_r - Ad[r, :] N``, from the rows already done (15 steps of
-    reductions over 16 entries)."""
+    tile stored row-major at ``A + abase``, as a block-diagonal ``[BT, BT]`` tile. The blocks are a
+    ``[BT/16, 16, 16]`` stack inverted together by forward substitution in plain float32 (no tensor
+    cores): step r reads row r of every block from memory (as fla's ``solve_tril`` does) and computes
+    row r of the inverse, ``n_r = e_r - Ad[r, :] N``, from the rows already done (15 steps, one
+    reduction over 16 entries each)."""
     SUB: tl.constexpr = 16
     NSUB: tl.constexpr = BT // SUB
     rb = tl.arange(0, NSUB)
     rs = tl.arange(0, SUB)
-    a4 = tl.reshape(a, [NSUB, SUB, NSUB, SUB])
-    diag4 = rb[:, None, None, None] == rb[None, None, :, None]
-    ad = tl.sum(tl.where(diag4, a4, 0.0), 2)                      # [NSUB, SUB, SUB]: Ad[b, r, c]
     row = rs[None, :, None]
     eye3 = tl.where(row == rs[None, None, :], 1.0, 0.0) + tl.zeros([NSUB, SUB, SUB], dtype=tl.float32)
     n = eye3
     for r in range(1, SUB):
-        a_r = tl.sum(tl.where(row == r, ad, 0.0), 1)              # [NSUB, SUB]: Ad[b, r, :]
+        a_r = tl.load(A + abase + (rb[:, None] * SUB + r) * BT + rb[:, None] * SUB + rs[None, :])  # Ad[b, r, :]
         n_r = tl.sum(a_r[:, :, None] * n, 1)                      # [NSUB, SUB]: Ad[b, r, :] N[b]
         n = tl.where(row == r, eye3 - n_r[:, None, :], n)
+    diag4 = rb[:, None, None, None] == rb[None, None, :, None]
     n4 = tl.where(diag4, tl.expand_dims(n, 2), 0.0)               # [NSUB, SUB, NSUB, SUB]
     return tl.reshape(n4, [BT, BT])
 
@@ -648,13 +647,6 @@ def _merge_diag_inverse(nd, a, rt, BT: tl.constexpr, PREC: tl.constexpr):
 
 
 @triton.jit
-def _unit_lower_inverse(a, rt, BT: tl.constexpr, PREC: tl.constexpr):
-    """``(I + A)^-1`` for a strictly lower ``[BT, BT]`` float32 tile (exact float32 substitution on the
-    16 x 16 diagonal blocks, then ``_merge_diag_inverse``), all in registers."""
-    return _merge_diag_inverse(_diag_block_inverse(a, BT), a, rt, BT, PREC)
-
-
-@triton.jit
 def _ut_kernel(W, BETA, TM, NM, T, NB,
                HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
     """Per block, the UT transform: ``N = (I + A)^-1`` with ``A = strictLower(diag(beta) W W^T)`` and
@@ -673,12 +665,13 @@ def _ut_kernel(W, BETA, TM, NM, T, NB,
     strict = rt[:, None] > rt[None, :]
     wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
     a = tl.where(strict, beta[:, None] * wwt, 0.0)
-    nd = _diag_block_inverse(a, BT)
-    # the diagonal-block inverse and the merge matmuls together overflow the registers (AOT for sm_90,
-    # tf32x3: 1.3 KB of spills; each alone: none), so Nd and A go through this block's own output
-    # slots in global memory (a barrier orders the CTA's accesses) and are reloaded for the merge
-    tl.store(_sq(NM, mbase, i_c, BT), nd)
+    # A goes through this block's own output slot in global memory: the substitution reads its rows
+    # there, and the merge reloads it and Nd (a barrier orders the CTA's accesses; held in registers
+    # through the merge matmuls, they overflowed: AOT for sm_90, tf32x3, 1.3 KB of spills)
     tl.store(_sq(TM, mbase, i_c, BT), a)
+    tl.debug_barrier()
+    nd = _diag_block_inverse(TM, mbase + i_c * BT * BT, BT)
+    tl.store(_sq(NM, mbase, i_c, BT), nd)
     tl.debug_barrier()
     nd = tl.load(_sq(NM, mbase, i_c, BT))
     a = tl.load(_sq(TM, mbase, i_c, BT))
