@@ -338,10 +338,12 @@ def _block_prec(q):
 # _seg_bwd_kernel, columns per chunk in _seg_grad_kernel) and the head dim of _bwd_block_kernel (columns
 # per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/NOTES.md (v6).
 # Module-level so that the CPU tests can split small head dims too; the override
-# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,key_rows=128,query_rows=128,fwd_rows=128" is for
+# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,diag_cols=32,key_rows=128,query_rows=128,fwd_rows=128" is for
 # tuning runs
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
+# head-dim columns per chunk of _bwd_diag_kernel (v10)
+_DIAG_COLS = {64: 32, 128: 32}
 # rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
 # (the forward's earlier segments) for half-precision inputs (a multiple of BT whose blocks tile the
 # segments and the sequence, else one block), by head dim (H200, benchmarks/NOTES.md, v8: at D = 64
@@ -350,7 +352,7 @@ _KEY_ROWS = {128: 128}
 _QUERY_ROWS = {128: 128}
 _FWD_ROWS = {64: 128, 128: 128}
 _ROW_KEYS = ("key_rows", "query_rows", "fwd_rows")
-_SPLIT_KEYS = ("seg_split", "block_cols") + _ROW_KEYS
+_SPLIT_KEYS = ("seg_split", "block_cols", "diag_cols") + _ROW_KEYS
 
 
 def _split_override(key: str, D: int):
@@ -402,6 +404,11 @@ def _seg_split(D: int) -> int:
 def _block_cols(D: int) -> int:
     """Head-dim columns per chunk of ``_bwd_block_kernel`` (divides D)."""
     return _split_override("block_cols", D) or _BLOCK_COLS.get(D, D)
+
+
+def _diag_cols(D: int) -> int:
+    """Head-dim columns per chunk of ``_bwd_diag_kernel`` (divides D)."""
+    return _split_override("diag_cols", D) or _DIAG_COLS.get(D, D)
 
 
 def _fp32_prec(q):
@@ -497,7 +504,7 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
     _run(kern._bwd_diag_kernel, (NB, B * HQ),
          (q, k, v, wf, TW, TM, MM, Garg, do, lse, delta, dq0, dq, dk, dv, dw, dt, dg, scale, T, NB),
-         dict(meta, num_warps=aux["diag"]))
+         dict(meta, DC=_diag_cols(D), num_warps=aux["diag"]))
     del dq0
     if grp > 1:
         dv = dv.view(B, T, HK, grp, D).sum(3)

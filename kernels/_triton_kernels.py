@@ -518,12 +518,16 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, TM, G, DO, LSE, DELTA, DQ0, SCR,
 def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
                      DQ, DK, DV, DW, DT, DG,
                      scale, T, NB,
-                     HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+                     HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, DC: tl.constexpr,
                      HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
     """One block, one query head, after ``_bwd_intra_kernel``: the diagonal block
     ``S = tril(Q K^T) - tril(Q W^T) M`` and the chain through ``Q<- = Q - tril(Q W^T) T W`` and the block's
     factors, from the gradient ``x`` of ``Q<-`` that the intra kernel left in ``DQ0``; writes ``dq`` and
-    ``dk`` of the block and adds to its ``dv``, ``dw``, ``dT`` and gate gradient."""
+    ``dk`` of the block and adds to its ``dv``, ``dw``, ``dT`` and gate gradient.
+
+    The head dim is walked in ``DC``-column chunks, three times (v10: whole ``[BT, D]`` tiles spilled
+    2.5 KB per thread at D = 128): the products over D that the softmax needs, then those the block
+    factors' gradients need, then the ``[BT, D]`` outputs; only ``[BT, BT]`` matrices stay live."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HQ
@@ -545,58 +549,80 @@ def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
         gq = tl.load(G + gbase + c0 + rt)
         gref = tl.max(gq, 0)
         lse -= (gq - gref) * 1.4426950408889634
-    do = tl.load(_tile(DO, qbase, c0, HQ, D, BT))
-    x = tl.load(_tile(DQ0, qbase, c0, HQ, D, BT))
-    dgr = tl.zeros([BT], dtype=tl.float32)
-    # S = tril(Q K^T) - tril(Q W^T) M, then the chain through Q<- = Q - tril(Q W^T) T W
-    q = tl.load(_tile(Q, qbase, c0, HQ, D, BT)).to(tl.float32)
-    wc = tl.load(_tile(W, kbase, c0, HK, D, BT))
-    twc = tl.load(_tile(TW, kbase, c0, HK, D, BT))
-    kc = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
-    vc = tl.load(_tile(V, kbase, c0, HK, D, BT))
-    mc = tl.load(_sq(MM, mbase, c, BT))
-    bm = tl.dot(q.to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
+    # pass 1: Q K^T, Q W^T and dO V^T
+    qk = tl.zeros([BT, BT], dtype=tl.float32)
+    bm = tl.zeros([BT, BT], dtype=tl.float32)
+    dp = tl.zeros([BT, BT], dtype=tl.float32)
+    for d0 in range(0, D, DC):
+        q = tl.load(_chunk(Q, qbase, c0, d0, HQ, D, DC, BT))
+        kc = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT))
+        wc = tl.load(_chunk(W, kbase, c0, d0, HK, D, DC, BT))
+        qk += tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC)
+        bm += tl.dot(q.to(tl.float32).to(TDT), tl.trans(wc.to(TDT)), input_precision=PREC)
+        do = tl.load(_chunk(DO, qbase, c0, d0, HQ, D, DC, BT))
+        vc = tl.load(_chunk(V, kbase, c0, d0, HK, D, DC, BT))
+        dp += tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
     bm = tl.where(causal, bm, 0.0)
-    s = tl.dot(q.to(CDT), tl.trans(kc.to(CDT)), input_precision=PREC) \
-        - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)
-    s2 = s * sl2
+    mc = tl.load(_sq(MM, mbase, c, BT))
+    s2 = (qk - tl.dot(bm.to(TDT), mc.to(TDT), input_precision=PREC)) * sl2
     if HAS_G:
         s2 -= ((gq - gref) * 1.4426950408889634)[None, :]
     p = tl.where(causal, tl.exp2(s2 - lse[:, None]), 0.0)
-    dp = tl.dot(do.to(CDT), tl.trans(vc.to(CDT)), input_precision=PREC)
     ds = tl.where(causal, p * (dp - delta[:, None]), 0.0)
-    dgr += tl.sum(ds, 1) - tl.sum(ds, 0)
-    pv = _tile(DV, qbase, c0, HQ, D, BT)
-    tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
-    dss = ds * scale
-    dq = x + tl.dot(dss.to(CDT), kc.to(CDT), input_precision=PREC)
-    dkc = tl.dot(tl.trans(dss).to(CDT), q.to(CDT), input_precision=PREC)
-    dbm = -tl.dot(dss.to(TDT), tl.trans(mc).to(TDT), input_precision=PREC)
-    dmc = -tl.dot(tl.trans(bm).to(TDT), dss.to(TDT), input_precision=PREC)
-    dbm -= tl.dot(x.to(TDT), tl.trans(twc).to(TDT), input_precision=PREC)
-    dbm = tl.where(causal, dbm, 0.0)
-    dq += tl.dot(dbm.to(TDT), wc.to(TDT), input_precision=PREC)
-    dwc = tl.dot(tl.trans(dbm).to(TDT), q.to(TDT), input_precision=PREC)
-    dtw = -tl.dot(tl.trans(bm).to(TDT), x.to(TDT), input_precision=PREC)
-    dtc = tl.dot(dtw.to(TDT), tl.trans(wc).to(TDT), input_precision=PREC)
-    tc = tl.load(_sq(TM, mbase, c, BT))
-    dwc += tl.dot(tl.trans(tc).to(TDT), dtw.to(TDT), input_precision=PREC)
-    cm = tl.dot(wc.to(TDT), tl.trans(kc).to(TDT), input_precision=PREC)
-    cm = tl.where(strict, cm, 0.0)
-    dtc += tl.dot(dmc.to(TDT), tl.trans(cm).to(TDT), input_precision=PREC)
-    dcm = tl.dot(tl.trans(tc).to(TDT), dmc.to(TDT), input_precision=PREC)
-    dcm = tl.where(strict, dcm, 0.0)
-    dwc += tl.dot(dcm.to(TDT), kc.to(TDT), input_precision=PREC)
-    dkc += tl.dot(tl.trans(dcm).to(TDT), wc.to(TDT), input_precision=PREC)
-    tl.store(_tile(DQ, qbase, c0, HQ, D, BT), dq.to(DQ.dtype.element_ty))
-    tl.store(_tile(DK, qbase, c0, HQ, D, BT), dkc)
-    pw = _tile(DW, qbase, c0, HQ, D, BT)
-    tl.store(pw, tl.load(pw) + dwc)
-    pt = _sq(DT, dtbase, c, BT)
-    tl.store(pt, tl.load(pt) + dtc)
     if HAS_G:
         pg = DG + gbase + c0 + rt
-        tl.store(pg, tl.load(pg) + dgr)
+        tl.store(pg, tl.load(pg) + tl.sum(ds, 1) - tl.sum(ds, 0))
+    dss = ds * scale
+    dmc = -tl.dot(tl.trans(bm).to(TDT), dss.to(TDT), input_precision=PREC)
+    dbm = -tl.dot(dss.to(TDT), tl.trans(mc).to(TDT), input_precision=PREC)
+    # pass 2: x (T W)^T, x W^T and W K^T
+    xw = tl.zeros([BT, BT], dtype=tl.float32)
+    cm = tl.zeros([BT, BT], dtype=tl.float32)
+    for d0 in range(0, D, DC):
+        x = tl.load(_chunk(DQ0, qbase, c0, d0, HQ, D, DC, BT)).to(TDT)
+        twc = tl.load(_chunk(TW, kbase, c0, d0, HK, D, DC, BT))
+        wc = tl.load(_chunk(W, kbase, c0, d0, HK, D, DC, BT)).to(TDT)
+        kc = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT)).to(tl.float32).to(TDT)
+        dbm -= tl.dot(x, tl.trans(twc).to(TDT), input_precision=PREC)
+        xw += tl.dot(x, tl.trans(wc), input_precision=PREC)
+        cm += tl.dot(wc, tl.trans(kc), input_precision=PREC)
+    dbm = tl.where(causal, dbm, 0.0)
+    cm = tl.where(strict, cm, 0.0)
+    # dT = dTW W^T + dM C^T with dTW = -tril(Q W^T)^T x
+    dtc = -tl.dot(tl.trans(bm).to(TDT), xw.to(TDT), input_precision=PREC) \
+        + tl.dot(dmc.to(TDT), tl.trans(cm).to(TDT), input_precision=PREC)
+    pt = _sq(DT, dtbase, c, BT)
+    tl.store(pt, tl.load(pt) + dtc)
+    tc = tl.load(_sq(TM, mbase, c, BT))
+    dcm = tl.where(strict, tl.dot(tl.trans(tc).to(TDT), dmc.to(TDT), input_precision=PREC), 0.0)
+    # pass 3: the [BT, D] outputs, chunk by chunk
+    pt_c = tl.trans(p).to(CDT)
+    dss_c = dss.to(CDT)
+    dss_t = tl.trans(dss).to(CDT)
+    dbm_t = dbm.to(TDT)
+    dbm_tt = tl.trans(dbm).to(TDT)
+    bm_tt = tl.trans(bm).to(TDT)
+    tc_tt = tl.trans(tc).to(TDT)
+    dcm_t = dcm.to(TDT)
+    dcm_tt = tl.trans(dcm).to(TDT)
+    for d0 in range(0, D, DC):
+        q = tl.load(_chunk(Q, qbase, c0, d0, HQ, D, DC, BT))
+        kc = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT))
+        wc = tl.load(_chunk(W, kbase, c0, d0, HK, D, DC, BT)).to(TDT)
+        do = tl.load(_chunk(DO, qbase, c0, d0, HQ, D, DC, BT))
+        x = tl.load(_chunk(DQ0, qbase, c0, d0, HQ, D, DC, BT))
+        pv = _chunk(DV, qbase, c0, d0, HQ, D, DC, BT)
+        tl.store(pv, tl.load(pv) + tl.dot(pt_c, do.to(CDT), input_precision=PREC))
+        dq = x + tl.dot(dss_c, kc.to(CDT), input_precision=PREC) + tl.dot(dbm_t, wc, input_precision=PREC)
+        tl.store(_chunk(DQ, qbase, c0, d0, HQ, D, DC, BT), dq.to(DQ.dtype.element_ty))
+        dkc = tl.dot(dss_t, q.to(CDT), input_precision=PREC) + tl.dot(dcm_tt, wc, input_precision=PREC)
+        tl.store(_chunk(DK, qbase, c0, d0, HQ, D, DC, BT), dkc)
+        dtw = -tl.dot(bm_tt, x.to(TDT), input_precision=PREC)
+        dwc = tl.dot(dbm_tt, q.to(tl.float32).to(TDT), input_precision=PREC) \
+            + tl.dot(tc_tt, dtw.to(TDT), input_precision=PREC) \
+            + tl.dot(dcm_t, kc.to(tl.float32).to(TDT), input_precision=PREC)
+        pw = _chunk(DW, qbase, c0, d0, HQ, D, DC, BT)
+        tl.store(pw, tl.load(pw) + dwc)
 
 
 @triton.jit
