@@ -120,7 +120,7 @@ def configs(arch, dtype, D, BT=None):
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
         (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),
         (K._pair_kernel, {}, dict(HK=2, D=D, PREC=p32), aux["seg"], 1),
-        (K._seg_bwd_kernel, dict(KA=qt), dict(blk, DR=seg_split), aux["seg"], 1),
+        (K._seg_bwd_kernel, dict(KA=qt), dict(blk, DR=seg_split), aux["seg_bwd"], 1),
         (K._seg_grad_kernel, {}, dict(blk, DC=seg_split), aux["seg"], 1),
         (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(blk, HQ=4, DC=block_cols, SEGS=True), aux["block"], 1),
     ]

@@ -285,9 +285,9 @@ _STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
 
 # warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
 # 4 warps halve the per-block kernels' time at D = 64: 255 registers and spills at 8); the override
-# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,diag=4,seg=4,fwd=8,fwd_inter=8,inter_q=8,inter_kv=8" is
+# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,diag=4,seg=4,seg_bwd=4,fwd=8,fwd_inter=8,inter_q=8,inter_kv=8" is
 # for tuning runs
-_WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv")
+_WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv")
 
 
 def _aux_warps(q, warps):
@@ -301,7 +301,8 @@ def _aux_warps(q, warps):
         # side and the intra kernel (forward 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384);
         # v8: two warpgroups for the 128-row tiles of the query side (12.5 -> 10.6 ms) and of the
         # forward's earlier segments (_fwd_inter_kernel at 4 warps: 10.7 ms, at 8: 5.9 ms)
-        out = dict(ut=4, prep=4, block=4, intra=4, seg=8, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
+        # v10: the backward's segment chain (_seg_bwd_kernel) at 4 warps (1.72 -> 1.16 ms at T = 1024)
+        out = dict(ut=4, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
     elif cuda8 and D >= 128:
         out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
     elif cuda8 and D >= 64 and half:
@@ -314,6 +315,7 @@ def _aux_warps(q, warps):
         out.setdefault(key, warps)
     out.setdefault("fwd_inter", out["fwd"])
     out.setdefault("diag", out["intra"])
+    out.setdefault("seg_bwd", out["seg"])
     spec = os.environ.get("PATH_KERNELS_WARPS", "")
     for item in filter(None, spec.split(",")):
         key, _, val = item.partition("=")
@@ -519,7 +521,7 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         DR = _seg_split(D)
         _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR),
              (wf, TW, KA, dks, dseg.contiguous(), XS, T, NB, NS, SB),
-             dict(HK=HK, D=D, BT=BT, DR=DR, PREC=bprec, num_warps=aux["seg"], num_stages=1))
+             dict(HK=HK, D=D, BT=BT, DR=DR, PREC=bprec, num_warps=aux["seg_bwd"], num_stages=1))
         dka_c = torch.empty(B, T, HK, D, **f32)
         dtw_c = torch.empty(B, T, HK, D, **f32)
         dw_c = torch.empty(B, T, HK, D, **f32)
