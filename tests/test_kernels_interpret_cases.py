@@ -87,17 +87,21 @@ def test_forward_and_gradients(B, T, Hq, Hk, gate, seg, beta_mode):
     _check_against_reference(B, T, Hq, Hk, 32, gate, 16, seg, seed=1000 + T, beta_mode=beta_mode)
 
 
-@pytest.mark.parametrize("split", ["seg_split", "block_cols", "both"])
+@pytest.mark.parametrize("split", ["seg_split", "block_cols", "diag_cols", "all"])
 def test_gradients_with_row_and_column_splits(split, monkeypatch):
-    """The backward's segment kernel on row blocks of its D x D state and the block kernel on column
-    chunks of the head dim (what D = 128 uses on a GPU), here at D = 32 split in halves."""
+    """The backward's segment kernel on row blocks of its D x D state, and the block kernel and the
+    diagonal-block kernel on column chunks of the head dim (what D = 128 uses on a GPU), here at D = 32
+    split in halves."""
     from kernels import _path as kp
-    if split in ("seg_split", "both"):
+    if split in ("seg_split", "all"):
         monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
-    if split in ("block_cols", "both"):
+    if split in ("block_cols", "all"):
         monkeypatch.setattr(kp, "_BLOCK_COLS", {32: 16})
-    assert (kp._seg_split(32), kp._block_cols(32)) == ({"seg_split": (16, 32), "block_cols": (32, 16),
-                                                       "both": (16, 16)}[split])
+    if split in ("diag_cols", "all"):
+        monkeypatch.setattr(kp, "_DIAG_COLS", {32: 16})
+    assert (kp._seg_split(32), kp._block_cols(32), kp._diag_cols(32)) == (
+        {"seg_split": (16, 32, 32), "block_cols": (32, 16, 32), "diag_cols": (32, 32, 16),
+         "all": (16, 16, 16)}[split])
     _check_against_reference(1, 90, 4, 2, 32, True, 16, 2, seed=77)
 
 
