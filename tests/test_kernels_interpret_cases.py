@@ -509,11 +509,12 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
     q = torch.zeros(1, 16, 2, 64)
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
     w = _aux_warps(q, 2)
-    assert set(w) == {"ut", "prep", "block", "intra", "diag", "seg", "fwd", "fwd_inter", "inter_q", "inter_kv"}
-    assert (w["fwd"], w["fwd_inter"], w["inter_q"], w["inter_kv"]) == (2, 2, 2, 2)
-    monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8")
+    assert set(w) == {"ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q",
+                      "inter_kv"}
+    assert (w["fwd"], w["fwd_inter"], w["inter_q"], w["inter_kv"], w["seg_bwd"]) == (2, 2, 2, 2, 2)
+    monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8, seg_bwd=4")
     w = _aux_warps(q, 4)
-    assert (w["ut"], w["intra"], w["prep"], w["inter_kv"], w["fwd"]) == (8, 2, 4, 8, 4)
+    assert (w["ut"], w["intra"], w["prep"], w["inter_kv"], w["fwd"], w["seg_bwd"], w["seg"]) == (8, 2, 4, 8, 4, 4, 4)
     for bad in ("delta=4", "ut=3", "ut"):
         monkeypatch.setenv("PATH_KERNELS_WARPS", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_WARPS"):
