@@ -626,85 +626,112 @@ def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
 
 
 @triton.jit
-def _diag_block_inverse(A, abase, BT: tl.constexpr):
-    """``(I + Ad)^-1`` for the 16 x 16 diagonal blocks ``Ad`` of a strictly lower ``[BT, BT]`` float32
-    tile stored row-major at ``A + abase``, as a block-diagonal ``[BT, BT]`` tile. The blocks are a
-    ``[BT/16, 16, 16]`` stack inverted together by forward substitution in plain float32 (no tensor
-    cores): step r reads row r of every block from memory (as fla's ``solve_tril`` does) and computes
-    row r of the inverse, ``n_r = e_r - Ad[r, :] N``, from the rows already done (15 steps, one
-    reduction over 16 entries each)."""
-    SUB: tl.constexpr = 16
-    NSUB: tl.constexpr = BT // SUB
-    rb = tl.arange(0, NSUB)
-    rs = tl.arange(0, SUB)
-    row = rs[None, :, None]
-    eye3 = tl.where(row == rs[None, None, :], 1.0, 0.0) + tl.zeros([NSUB, SUB, SUB], dtype=tl.float32)
-    n = eye3
-    for r in range(1, SUB):
-        a_r = tl.load(A + abase + (rb[:, None] * SUB + r) * BT + rb[:, None] * SUB + rs[None, :])  # Ad[b, r, :]
-        n_r = tl.sum(a_r[:, :, None] * n, 1)                      # [NSUB, SUB]: Ad[b, r, :] N[b]
-        n = tl.where(row == r, eye3 - n_r[:, None, :], n)
-    diag4 = rb[:, None, None, None] == rb[None, None, :, None]
-    n4 = tl.where(diag4, tl.expand_dims(n, 2), 0.0)               # [NSUB, SUB, NSUB, SUB]
-    return tl.reshape(n4, [BT, BT])
+def _inv16(A, abase, o: tl.constexpr, BT: tl.constexpr):
+    """``(I + A_oo)^-1`` for the 16 x 16 diagonal block at rows and columns ``o : o + 16`` of the strictly
+    lower ``[BT, BT]`` float32 matrix stored row-major at ``A + abase``: exact float32 forward
+    substitution (no tensor cores); step r reads row r of the block from memory and forms row r of the
+    inverse, ``n_r = e_r - A[r, :] N``, from the rows already done (as fla's ``solve_tril``)."""
+    rs = tl.arange(0, 16)
+    eye = tl.where(rs[:, None] == rs[None, :], 1.0, 0.0)
+    n = eye
+    for r in range(1, 16):
+        a_r = tl.load(A + abase + (o + r) * BT + o + rs)          # row r of the block (zero from r on)
+        n_r = tl.sum(a_r[:, None] * n, 0)                          # A[r, :] N
+        n = tl.where(rs[:, None] == r, eye - n_r[None, :], n)
+    return n
 
 
 @triton.jit
-def _merge_diag_inverse(nd, a, rt, BT: tl.constexpr, PREC: tl.constexpr):
-    """``(I + A)^-1`` from ``Nd``, the inverse of ``I + Ad`` (``Ad``: the 16 x 16 diagonal blocks of the
-    strictly lower ``[BT, BT]`` tile ``A``; BT in {16, 32, 64}). As in fla's ``solve_tril``:
-    ``I + A = (I + Ad)(I + X)`` with ``X = Nd Ao`` (``Ao = A - Ad``) strictly block-lower, so
-    ``X^(BT/16) = 0`` and ``(I + A)^-1 = (I - X + X^2 - X^3) Nd``: ``Y = (I - X) Nd``, ``N = Y + X^2 Y``
-    for four blocks, ``(I - X) Nd`` for two, ``Nd`` for one. Four ``BT^3`` matmuls at BT = 64."""
-    SUB: tl.constexpr = 16
-    if BT == SUB:
-        n = nd
-    else:
-        same = (rt[:, None] // SUB) == (rt[None, :] // SUB)
-        x = tl.dot(nd, tl.where(same, 0.0, a), input_precision=PREC)
-        y = nd - tl.dot(x, nd, input_precision=PREC)
-        if BT == 2 * SUB:
-            n = y
-        else:
-            tl.static_assert(BT == 4 * SUB, "block length must be 16, 32 or 64")
-            x2 = tl.dot(x, x, input_precision=PREC)
-            n = y + tl.dot(x2, y, input_precision=PREC)
-    return n
+def _blk16(A, abase, i: tl.constexpr, j: tl.constexpr, BT: tl.constexpr):
+    """Pointers of the 16 x 16 block ``(i, j)`` of a row-major ``[BT, BT]`` matrix at ``A + abase``."""
+    rs = tl.arange(0, 16)
+    return A + abase + (i * 16 + rs)[:, None] * BT + j * 16 + rs[None, :]
+
+
+@triton.jit
+def _put16(NM, TM, mbase, BETA, bbase, n, i: tl.constexpr, j: tl.constexpr, BT: tl.constexpr, HK: tl.constexpr):
+    """Stores block ``(i, j)`` of ``N`` and of ``T = N diag(beta)``."""
+    rs = tl.arange(0, 16)
+    beta_j = tl.load(BETA + bbase + (j * 16 + rs) * HK)
+    tl.store(_blk16(NM, mbase, i, j, BT), n)
+    tl.store(_blk16(TM, mbase, i, j, BT), n * beta_j[None, :])
 
 
 @triton.jit
 def _ut_kernel(W, BETA, TM, NM, T, NB,
                HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
     """Per block, the UT transform: ``N = (I + A)^-1`` with ``A = strictLower(diag(beta) W W^T)`` and
-    ``T = N diag(beta)``, in float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee). A kernel
-    of its own (not fused with ``_prep_kernel``) so that few float32 tiles are live at once."""
+    ``T = N diag(beta)``, in float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee).
+
+    v10, after fla's ``solve_tril``: the 16 x 16 diagonal blocks of ``I + A`` are inverted by
+    substitution (``_inv16``), then merged block by block with 16 x 16 products,
+    ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``; ``A`` is kept in this block's ``TM`` slot meanwhile
+    (a barrier orders the accesses), and ``N`` and ``T`` are written block by block (BT in {16, 32, 64})."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
     i_hk = i_bh % HK
     rt = tl.arange(0, BT)
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
-    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT + i_c * BT * BT
     c0 = i_c * BT
+    bbase = (i_b.to(tl.int64) * T + c0) * HK + i_hk
     w = tl.load(_tile(W, kbase, c0, HK, D, BT))
-    beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0 + rt) * HK + i_hk)
-    strict = rt[:, None] > rt[None, :]
+    beta = tl.load(BETA + bbase + rt * HK)
     wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
-    a = tl.where(strict, beta[:, None] * wwt, 0.0)
-    # A goes through this block's own output slot in global memory: the substitution reads its rows
-    # there, and the merge reloads it and Nd (a barrier orders the CTA's accesses; held in registers
-    # through the merge matmuls, they overflowed: AOT for sm_90, tf32x3, 1.3 KB of spills)
-    tl.store(_sq(TM, mbase, i_c, BT), a)
+    tl.store(TM + mbase + rt[:, None] * BT + rt[None, :], tl.where(rt[:, None] > rt[None, :], beta[:, None] * wwt, 0.0))
     tl.debug_barrier()
-    nd = _diag_block_inverse(TM, mbase + i_c * BT * BT, BT)
-    tl.store(_sq(NM, mbase, i_c, BT), nd)
-    tl.debug_barrier()
-    nd = tl.load(_sq(NM, mbase, i_c, BT))
-    a = tl.load(_sq(TM, mbase, i_c, BT))
-    n = _merge_diag_inverse(nd, a, rt, BT, SOLVE_PREC)
-    tl.debug_barrier()
-    tl.store(_sq(NM, mbase, i_c, BT), n)
-    tl.store(_sq(TM, mbase, i_c, BT), n * beta[None, :])
+    n11 = _inv16(TM, mbase, 0, BT)
+    if BT == 16:
+        tl.debug_barrier()
+        _put16(NM, TM, mbase, BETA, bbase, n11, 0, 0, BT, HK)
+    else:
+        tl.static_assert(BT == 32 or BT == 64, "block length must be 16, 32 or 64")
+        n22 = _inv16(TM, mbase, 16, BT)
+        a21 = tl.load(_blk16(TM, mbase, 1, 0, BT))
+        n21 = -tl.dot(tl.dot(n22, a21, input_precision=SOLVE_PREC), n11, input_precision=SOLVE_PREC)
+        if BT == 32:
+            tl.debug_barrier()
+            zero = tl.zeros([16, 16], dtype=tl.float32)
+            _put16(NM, TM, mbase, BETA, bbase, n11, 0, 0, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, zero, 0, 1, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n21, 1, 0, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n22, 1, 1, BT, HK)
+        else:
+            n33 = _inv16(TM, mbase, 32, BT)
+            n44 = _inv16(TM, mbase, 48, BT)
+            a31 = tl.load(_blk16(TM, mbase, 2, 0, BT))
+            a32 = tl.load(_blk16(TM, mbase, 2, 1, BT))
+            a41 = tl.load(_blk16(TM, mbase, 3, 0, BT))
+            a42 = tl.load(_blk16(TM, mbase, 3, 1, BT))
+            a43 = tl.load(_blk16(TM, mbase, 3, 2, BT))
+            n32 = -tl.dot(tl.dot(n33, a32, input_precision=SOLVE_PREC), n22, input_precision=SOLVE_PREC)
+            n43 = -tl.dot(tl.dot(n44, a43, input_precision=SOLVE_PREC), n33, input_precision=SOLVE_PREC)
+            n31 = -tl.dot(n33, tl.dot(a31, n11, input_precision=SOLVE_PREC)
+                          + tl.dot(a32, n21, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
+            n42 = -tl.dot(n44, tl.dot(a42, n22, input_precision=SOLVE_PREC)
+                          + tl.dot(a43, n32, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
+            n41 = -tl.dot(n44, tl.dot(a41, n11, input_precision=SOLVE_PREC)
+                          + tl.dot(a42, n21, input_precision=SOLVE_PREC)
+                          + tl.dot(a43, n31, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
+            tl.debug_barrier()
+            zero = tl.zeros([16, 16], dtype=tl.float32)
+            _put16(NM, TM, mbase, BETA, bbase, n11, 0, 0, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, zero, 0, 1, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, zero, 0, 2, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, zero, 0, 3, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n21, 1, 0, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n22, 1, 1, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, zero, 1, 2, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, zero, 1, 3, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n31, 2, 0, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n32, 2, 1, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n33, 2, 2, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, zero, 2, 3, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n41, 3, 0, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n42, 3, 1, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n43, 3, 2, BT, HK)
+            _put16(NM, TM, mbase, BETA, bbase, n44, 3, 3, BT, HK)
 
 
 @triton.jit
