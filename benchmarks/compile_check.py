@@ -136,12 +136,16 @@ def main():
     ap.add_argument("--single-segment", action="store_true",
                     help="only the kernels the single-segment mode launches (forward and block kernel with "
                          "SEGS=False; the segment kernels are skipped), as a T4 at D = 128 runs them")
+    ap.add_argument("--kernels", default=None, help="comma list of kernel names to compile (default: all)")
     args = ap.parse_args()
+    only = set(args.kernels.split(",")) if args.kernels else None
     rows = []
     for dtype in args.dtypes.split(","):
         for D in [int(x) for x in args.Ds.split(",")]:
             BT, jobs = configs(args.arch, dtype, D, args.bt)
             for fn, ptrs, ce, warps, stages in jobs:
+                if only and fn.fn.__name__ not in only:
+                    continue
                 if args.single_segment:
                     if fn.fn.__name__ in ("_fwd_kernel", "_bwd_block_kernel"):
                         ce = dict(ce, SEGS=False)
