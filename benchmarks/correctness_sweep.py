@@ -69,11 +69,28 @@ def rel(a, b):
 
 
 def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=None, beta_mode="spread",
-               do_scale=1.0):
+               do_scale=1.0, forward_only=False):
     q, k, v, w, beta, g = make_inputs(B, T, Hq, Hk, D, dtype, gate, gen, beta_mode)
     cu = None
     if lens is not None:
         cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device="cuda")
+    if forward_only:  # no gradient recorded: the launcher may pick longer segments (_FWD_ONLY_SEG_BLOCKS)
+        poison()
+        t0 = time.time()
+        with torch.no_grad():
+            o = kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=cu)
+        torch.cuda.synchronize()
+        t_kernel = time.time() - t0
+        ins64 = [x.double() if x is not None else None for x in (q, k, v, w, beta, g)]
+        errs = {"o": rel(o, ref_attention(*ins64, impl="parallel"))}
+        tol = TOL[dtype]
+        ok = all(math.isfinite(e) and e <= tol for e in errs.values())
+        from kernels._path import _config
+        blocks = [_config(D, T, dtype, q.device, None, None, fo)[:2] for fo in (False, True)]
+        return dict(name=name, B=B, T=T, Hq=Hq, Hk=Hk, D=D, dtype=str(dtype).replace("torch.", ""), gate=gate,
+                    forward_only=True, block_and_seg_blocks=dict(with_grad=blocks[0], forward_only=blocks[1]),
+                    beta_mode=beta_mode, tol=tol, errors=errs, ok=ok,
+                    kernel_s=round(t_kernel, 3))
     ins = [x.requires_grad_() if x is not None else None for x in (q, k, v, w, beta, g)]
     used = [x for x in ins if x is not None]
     poison()
@@ -204,6 +221,11 @@ def main():
                              lens=[300, 1, 650, 64, 129])),
         ("varlen_bf16", dict(B=1, T=1144, Hq=4, Hk=2, D=64, dtype=torch.bfloat16, gate=True,
                              lens=[300, 1, 650, 64, 129])),
+        # without gradients at D = 128 the segments are longer (v10): one segment, and two of 16 blocks
+        ("forward_only_D128_fp16_T1024", dict(B=2, T=1024, Hq=2, Hk=2, D=128, dtype=torch.float16, gate=False,
+                                              forward_only=True)),
+        ("forward_only_D128_bf16_T1700", dict(B=1, T=1700, Hq=4, Hk=2, D=128, dtype=torch.bfloat16, gate=True,
+                                              forward_only=True)),
     ]
     for D in (32, 64, 128):
         cases.append((f"grid_float32_D{D}", dict(B=2, T=333, Hq=4, Hk=2, D=D, dtype=torch.float32, gate=True)))

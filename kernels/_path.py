@@ -59,9 +59,19 @@ def _segments(n: int, BT: int, D: int) -> int:
     return max(2, -(-n // ns_max))
 
 
+# blocks per segment at least, for a forward that records no gradient, with half-precision inputs at
+# D = 128 and BT = 64 (v10, H200, benchmarks/NOTES.md: the D x D segment products cost the forward
+# more than the longer own-segment loops save: 1024-token segments were the fastest forward, 2.54 ms
+# against 3.16 at the default 4 blocks for T = 1024, 4.47 against 4.57 at 8 for T = 4096; at T = 16384
+# the default is 16 blocks already)
+_FWD_ONLY_SEG_BLOCKS = {128: 16}
+
+
 def _config(D: int, T: int, dtype: torch.dtype, device: torch.device, block_size: Optional[int],
-            seg_blocks: Optional[int]):
-    """Block length BT, blocks per segment SB and num_warps, from the device's shared memory."""
+            seg_blocks: Optional[int], forward_only: bool = False):
+    """Block length BT, blocks per segment SB and num_warps, from the device's shared memory;
+    ``forward_only`` (no gradient will be asked for) may lengthen the segments
+    (``_FWD_ONLY_SEG_BLOCKS``)."""
     warps = 4 if D <= 64 else 8
     if block_size is not None:
         BT = block_size
@@ -78,6 +88,8 @@ def _config(D: int, T: int, dtype: torch.dtype, device: torch.device, block_size
             warps = 4
     n = max(1, -(-T // BT))
     SB = seg_blocks if seg_blocks is not None else _segments(n, BT, D)
+    if seg_blocks is None and forward_only and dtype != torch.float32 and BT == 64:
+        SB = max(SB, min(n, _FWD_ONLY_SEG_BLOCKS.get(D, 0)))
     if seg_blocks is None and (str(device), dtype, D) in _ONE_SEGMENT:
         SB = n
     return BT, SB, warps
@@ -709,13 +721,18 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
         cu_seqlens: optional int32 ``[N + 1]`` sequence offsets (FlashAttention convention, B == 1,
             sequences packed along T); neither attention nor transforms cross a boundary.
         check_values: check finiteness, beta range and unit w (a device sync); shapes/dtypes always.
-        block_size, seg_blocks: override the block length and the blocks per segment (tests).
+        block_size, seg_blocks: override the block length and the blocks per segment (tests). Without
+            them, a call that records no gradient (``torch.no_grad()``, inference) may use longer
+            segments than one that does (``_FWD_ONLY_SEG_BLOCKS``): the same result, a faster forward.
     Returns:
         ``[B, T, Hq, D]`` in q's dtype.
     """
     B, T, Hq, Hk, D, scale = _validate(q, k, v, w, beta, g, scale, check_values)
     if T == 0:
         return q.new_zeros(B, 0, Hq, D)
+    # no gradient will be asked for: the segment length may suit the forward alone (_config)
+    fwd_only = not (torch.is_grad_enabled() and any(x is not None and x.requires_grad
+                                                    for x in (q, k, v, w, beta, g)))
     if _pad_head_dim(q):  # D = 32 as D = 64 (see _pad_head_dim); scale stays 32 ** -0.5
         pad = lambda x: torch.nn.functional.pad(x, (0, 64 - D))  # noqa: E731
         o = path_attention(pad(q), pad(k), pad(v), pad(w), beta, g, scale=scale, cu_seqlens=cu_seqlens,
@@ -725,7 +742,7 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
         cs = _check_cu_seqlens(cu_seqlens, B, T, q.device)
         lens = (cs[1:] - cs[:-1]).tolist()
         Tmax = max(max(lens), 1)
-        BT, SB, warps = _config(D, Tmax, q.dtype, q.device, block_size, seg_blocks)
+        BT, SB, warps = _config(D, Tmax, q.dtype, q.device, block_size, seg_blocks, fwd_only)
         Tp = -(-Tmax // BT) * BT
         Nseq = len(lens)
         # gather index into [N, Tp]: packed row, or T (a zero row appended) for padding
@@ -742,7 +759,7 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
         op = _PathAttnFn.apply(qp, kp, vp, wp, bp, Gp, scale, BT, SB, warps)
         valid = (idx < T).reshape(-1)
         return op.reshape(Nseq * Tp, Hq, D)[valid].unsqueeze(0)
-    BT, SB, warps = _config(D, T, q.dtype, q.device, block_size, seg_blocks)
+    BT, SB, warps = _config(D, T, q.dtype, q.device, block_size, seg_blocks, fwd_only)
     Tp = -(-T // BT) * BT
     G = torch.cumsum(g.float(), dim=1) if g is not None else None
     args = [_pad_time(x, Tp) for x in (q, k, v, w, beta)]

@@ -519,3 +519,28 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
         monkeypatch.setenv("PATH_KERNELS_WARPS", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_WARPS"):
             _aux_warps(q, 4)
+
+
+def test_forward_only_calls_may_use_longer_segments(monkeypatch):
+    """Without gradients the segment length suits the forward alone (v10: 16 blocks at least for
+    half-precision inputs at D = 128 and BT = 64, ``_FWD_ONLY_SEG_BLOCKS``); float32, other head dims
+    and an explicit ``seg_blocks`` keep theirs. The launcher tells ``_config`` whether a gradient is
+    being recorded."""
+    import kernels
+    from kernels import _path as kp
+    cpu, bf16 = torch.device("cpu"), torch.bfloat16
+    sb = lambda D, T, dtype, fo, seg=None: kp._config(D, T, dtype, cpu, None, seg, fo)[1]  # noqa: E731
+    assert [sb(128, T, bf16, False) for T in (1024, 4096, 16384)] == [4, 8, 16]
+    assert [sb(128, T, bf16, True) for T in (1024, 4096, 16384, 640)] == [16, 16, 16, 10]
+    assert sb(64, 1024, bf16, True) == sb(64, 1024, bf16, False)
+    assert sb(128, 1024, torch.float32, True) == sb(128, 1024, torch.float32, False)
+    assert sb(128, 1024, bf16, True, seg=2) == 2
+    seen = []
+    real = kp._config
+    monkeypatch.setattr(kp, "_config", lambda *a, **kw: seen.append(a[-1]) or real(*a, **kw))
+    q, k, v, w, beta, g = _inputs(1, 20, 2, 2, 32, True, seed=5)
+    with torch.no_grad():
+        o_inf = kernels.path_attention(q, k, v, w, beta, g, block_size=16)
+    o = kernels.path_attention(q.requires_grad_(), k, v, w, beta, g, block_size=16)
+    assert seen == [True, False]
+    torch.testing.assert_close(o_inf, o.detach(), rtol=1e-5, atol=1e-5)

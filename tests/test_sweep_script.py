@@ -47,11 +47,12 @@ def test_shards_cover_every_case_once_and_merge(sweep, monkeypatch, tmp_path):
         out = tmp_path / f"shard_{k}.json"
         _main(mod, monkeypatch, "--shard", f"{k}/3", "--out", str(out))
         files.append(str(out))
-    assert len(ran) == len(set(ran)) == 22
-    assert {"long_T_forward", "transform_keys_to_end", "grid_float32_D128", "varlen_bf16"} <= set(ran)
+    assert len(ran) == len(set(ran)) == 24
+    assert {"long_T_forward", "transform_keys_to_end", "grid_float32_D128", "varlen_bf16",
+            "forward_only_D128_bf16_T1700"} <= set(ran)
     rc = _main(mod, monkeypatch, "--merge", *files, "--out", str(tmp_path / "all.json"))
     rec = json.loads((tmp_path / "all.json").read_text())
-    assert (rec["passed"], rec["total"], rc) == (21, 22, 1)      # the stub fails one case
+    assert (rec["passed"], rec["total"], rc) == (23, 24, 1)      # the stub fails one case
     assert len(rec["shards"]) == 3 and rec["kernel_sources_sha256"]
 
 
