@@ -25,10 +25,10 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
            "VERIFIED_BY", "sources_sha256"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
-#: point (22 of 22 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
+#: point (24 of 24 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
 #: is ``_VERIFIED_SOURCES_SHA256``.
-VERIFIED_BY = "benchmarks/results/correctness_sweep_v10.json"
-_VERIFIED_SOURCES_SHA256 = "2e44fa511b7549e97faf1d7e9fdbf034e9fd51f1945cb8c7ba2871973b84e23f"
+VERIFIED_BY = "benchmarks/results/correctness_sweep_v11.json"
+_VERIFIED_SOURCES_SHA256 = "ed181cb3363b1792876ec6f4dbd11603a974068a6aa1a87c95d37633091fb156"
 _SOURCES = ("_path.py", "_triton_kernels.py")
 
 

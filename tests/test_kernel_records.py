@@ -12,12 +12,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_verified_flag_names_a_complete_passing_sweep():
     import kernels
     rec = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
-    assert rec["passed"] == rec["total"] == len(rec["cases"]) >= 22
+    assert rec["passed"] == rec["total"] == len(rec["cases"]) >= 24
     names = {c["name"] for c in rec["cases"]}
     for dt in ("bfloat16", "float16", "float32"):
         for D in (32, 64, 128):
             assert f"grid_{dt}_D{D}" in names
-    assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end", "tiny_grad_bf16"} <= names
+    assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end", "tiny_grad_bf16",
+            "forward_only_D128_fp16_T1024", "forward_only_D128_bf16_T1700"} <= names
     # the record is of these sources
     assert rec["kernel_sources_sha256"] == kernels._VERIFIED_SOURCES_SHA256
     assert all(c["ok"] for c in rec["cases"])
@@ -40,7 +41,8 @@ def test_auto_backend_is_blockwise_on_cpu():
                                   "profile_parts_v5a_intra4.json", "prep_variants_v5b.json",
                                   "tune_segments_v5.json", "profile_parts_v6.json", "profile_parts_v7.json",
                                   "bench_path_v8.json", "profile_parts_v8.json", "tune_segments_v8.json",
-                                  "bench_path_v9.json", "bench_path_v10.json", "profile_parts_v10.json"])
+                                  "bench_path_v9.json", "bench_path_v10.json", "profile_parts_v10.json",
+                                  "bench_path_v11.json", "profile_parts_v11.json"])
 def test_speed_records_have_provenance_and_numbers(name):
     rec = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
     assert {"device", "torch", "triton", "commit", "date", "command"} <= set(rec["provenance"])
@@ -48,9 +50,9 @@ def test_speed_records_have_provenance_and_numbers(name):
 
 
 def test_the_recorded_benchmark_is_of_the_verified_kernels():
-    """The latest speed record (bench_path_v10.json) was run at the commit whose sweep sets GPU_VERIFIED."""
+    """The latest speed record (bench_path_v11.json) was run at the commit whose sweep sets GPU_VERIFIED."""
     import kernels
-    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path_v10.json").read_text())
+    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path_v11.json").read_text())
     sweep = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
     b, s = bench["provenance"]["commit"], sweep["provenance"]["commit"]  # full or abbreviated hashes
     assert len(s) >= 7 and len(b) >= 7 and (b.startswith(s) or s.startswith(b))
