@@ -22,7 +22,7 @@ from pathlib import Path
 from ._path import HEAD_DIMS, path_attention, transform_keys_to_end
 
 __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
-           "VERIFIED_BY", "sources_sha256"]
+           "VERIFIED_BY", "sources_sha256", "blocking"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
 #: point (24 of 24 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
@@ -45,6 +45,17 @@ def sources_sha256() -> str:
 #: ``PaTHAttention(backend="auto")`` falls back to the blockwise PyTorch path (``backend="triton"``
 #: still asks for the kernels explicitly).
 GPU_VERIFIED = sources_sha256() == _VERIFIED_SOURCES_SHA256
+
+
+def blocking(T: int, D: int, dtype=None, *, forward_only: bool = False) -> tuple:
+    """``(block length, blocks per segment)`` the launcher picks for sequence length ``T`` and head dim
+    ``D`` on a GPU with plenty of shared memory (an H200; smaller GPUs may get shorter blocks), for a
+    call that records gradients or, with ``forward_only``, one that does not (longer segments at
+    D = 128). ``dtype`` defaults to bfloat16."""
+    import torch
+    from ._path import _config
+    BT, SB, _ = _config(D, T, dtype or torch.bfloat16, torch.device("cpu"), None, None, forward_only)
+    return BT, SB
 
 
 def is_available() -> bool:

@@ -290,3 +290,15 @@ def test_default_seg_blocks_matches_the_kernels_choice(T, D, BT):
     if segments is None:
         pytest.skip("kernels._path._segments is not there")
     assert segments(max(1, -(-T // BT)), BT, D) == costs.default_seg_blocks(T, D, BT)
+
+
+def test_kernel_blocking_is_what_the_cost_model_counts():
+    """``kernels.blocking`` reports the launcher's block and segment lengths (CPU only: no kernel runs);
+    with gradients they are the cost model's default, without gradients longer at D = 128 (v11)."""
+    kernels = pytest.importorskip("kernels")
+    for D in (64, 128):
+        for T in (1024, 4096, 16384):
+            BT, SB = kernels.blocking(T, D)
+            assert BT == 64 and SB == costs.default_seg_blocks(T, D)
+            BT_f, SB_f = kernels.blocking(T, D, forward_only=True)
+            assert BT_f == 64 and SB_f == (max(SB, min(T // 64, 16)) if D == 128 else SB)
