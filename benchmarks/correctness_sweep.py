@@ -68,57 +68,55 @@ def rel(a, b):
     return float((a - b).norm() / b.norm().clamp_min(1e-300))
 
 
+def _reference(ins64, cu):
+    """The float64 UT all-pairs reference output, sequence by sequence for ``cu_seqlens``."""
+    if cu is None:
+        return ref_attention(*ins64, impl="parallel")
+    b = cu.tolist()
+    return torch.cat([ref_attention(*[x[:, s:e] if x is not None else None for x in ins64], impl="parallel")
+                      for s, e in zip(b[:-1], b[1:])], dim=1)
+
+
 def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=None, beta_mode="spread",
                do_scale=1.0, forward_only=False):
+    """One coverage point: the kernels' output and every gradient against the float64 reference; with
+    ``forward_only`` the output alone, computed under ``torch.no_grad()`` (where the launcher may pick
+    longer segments, ``_FWD_ONLY_SEG_BLOCKS``)."""
     q, k, v, w, beta, g = make_inputs(B, T, Hq, Hk, D, dtype, gate, gen, beta_mode)
     cu = None
     if lens is not None:
         cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device="cuda")
-    if forward_only:  # no gradient recorded: the launcher may pick longer segments (_FWD_ONLY_SEG_BLOCKS)
-        poison()
-        t0 = time.time()
-        with torch.no_grad():
-            o = kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=cu)
-        torch.cuda.synchronize()
-        t_kernel = time.time() - t0
-        ins64 = [x.double() if x is not None else None for x in (q, k, v, w, beta, g)]
-        errs = {"o": rel(o, ref_attention(*ins64, impl="parallel"))}
-        tol = TOL[dtype]
-        ok = all(math.isfinite(e) and e <= tol for e in errs.values())
-        from kernels._path import _config
-        blocks = [_config(D, T, dtype, q.device, None, None, fo)[:2] for fo in (False, True)]
-        return dict(name=name, B=B, T=T, Hq=Hq, Hk=Hk, D=D, dtype=str(dtype).replace("torch.", ""), gate=gate,
-                    forward_only=True, block_and_seg_blocks=dict(with_grad=blocks[0], forward_only=blocks[1]),
-                    beta_mode=beta_mode, tol=tol, errors=errs, ok=ok,
-                    kernel_s=round(t_kernel, 3))
-    ins = [x.requires_grad_() if x is not None else None for x in (q, k, v, w, beta, g)]
+    ins = [x.requires_grad_() if x is not None and not forward_only else x for x in (q, k, v, w, beta, g)]
     used = [x for x in ins if x is not None]
     poison()
     t0 = time.time()
-    o = kernels.path_attention(*ins, cu_seqlens=cu, seg_blocks=seg_blocks)
-    do = (do_scale * torch.randn(o.shape, generator=gen, device="cuda")).to(dtype)
-    poison()
-    grads = torch.autograd.grad(o, used, do)
+    with torch.set_grad_enabled(not forward_only):
+        o = kernels.path_attention(*ins, cu_seqlens=cu, seg_blocks=seg_blocks)
+    if not forward_only:
+        do = (do_scale * torch.randn(o.shape, generator=gen, device="cuda")).to(dtype)
+        poison()
+        grads = torch.autograd.grad(o, used, do)
     torch.cuda.synchronize()
     t_kernel = time.time() - t0
-    ins64 = [x.detach().double().requires_grad_() if x is not None else None for x in ins]
-    used64 = [x for x in ins64 if x is not None]
-    if cu is None:
-        o64 = ref_attention(*ins64, impl="parallel")
-    else:
-        b = cu.tolist()
-        o64 = torch.cat([ref_attention(*[x[:, s:e] if x is not None else None for x in ins64], impl="parallel")
-                         for s, e in zip(b[:-1], b[1:])], dim=1)
-    g64 = torch.autograd.grad(o64, used64, do.double())
+    ins64 = [x.detach().double().requires_grad_(not forward_only) if x is not None else None for x in ins]
+    o64 = _reference(ins64, cu)
     errs = {"o": rel(o, o64)}
-    for n, a, r in zip(NAMES[1:], grads, g64):
-        errs[n] = rel(a, r)
+    if not forward_only:
+        g64 = torch.autograd.grad(o64, [x for x in ins64 if x is not None], do.double())
+        for n, a, r in zip(NAMES[1:], grads, g64):
+            errs[n] = rel(a, r)
     tol = TOL[dtype]
     ok = all(math.isfinite(e) and e <= tol for e in errs.values())
-    return dict(name=name, B=B, T=T, Hq=Hq, Hk=Hk, D=D, dtype=str(dtype).replace("torch.", ""), gate=gate,
-                cu_seqlens=lens, seg_blocks=seg_blocks, beta_mode=beta_mode, do_scale=do_scale, tol=tol,
-                errors=errs, ok=ok,
-                kernel_s=round(t_kernel, 3))
+    rec = dict(name=name, B=B, T=T, Hq=Hq, Hk=Hk, D=D, dtype=str(dtype).replace("torch.", ""), gate=gate,
+               cu_seqlens=lens, seg_blocks=seg_blocks, beta_mode=beta_mode, tol=tol, errors=errs, ok=ok,
+               kernel_s=round(t_kernel, 3))
+    if forward_only:
+        chosen = {mode: list(kernels.blocking(T, D, dtype, forward_only=mode == "forward_only"))
+                  for mode in ("with_grad", "forward_only")}
+        rec.update(forward_only=True, block_and_seg_blocks=chosen)
+    else:
+        rec.update(do_scale=do_scale)
+    return rec
 
 
 def long_forward(gen, B=4, T=16384, H=24, D=64, dtype=torch.bfloat16, nq=64):
