@@ -682,6 +682,14 @@ def _validate(q, k, v, w, beta, g, scale, check_values):
     return B, T, Hq, Hk, D, scale
 
 
+def _gate_cumsum(g):
+    """``G = cumsum(g)`` over time, ``[B, T, H]`` float32 (a view), summed along the contiguous last dim
+    of a ``[B, H, T]`` copy: torch's scan along the strided time dim of ``[B, T, H]`` runs only B * H
+    scans in parallel (v10 profile: 5.6 ms of PaTH-FoX's 15.4 ms forward at D = 128, T = 16384, 8.5 ms
+    with its backward), and the kernels read the gates as ``[B, H, T]`` anyway."""
+    return torch.cumsum(g.float().transpose(1, 2).contiguous(), dim=-1).transpose(1, 2)
+
+
 def _pad_time(x, Tp):
     T = x.shape[1]
     if Tp == T:
@@ -755,13 +763,13 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
             ext = torch.cat([x[0], x.new_zeros(1, *x.shape[2:])], 0)
             return ext[idx].contiguous()
         qp, kp, vp, wp, bp = pack(q), pack(k), pack(v), pack(w), pack(beta)
-        Gp = torch.cumsum(pack(g).float(), dim=1) if g is not None else None
+        Gp = _gate_cumsum(pack(g)) if g is not None else None
         op = _PathAttnFn.apply(qp, kp, vp, wp, bp, Gp, scale, BT, SB, warps)
         valid = (idx < T).reshape(-1)
         return op.reshape(Nseq * Tp, Hq, D)[valid].unsqueeze(0)
     BT, SB, warps = _config(D, T, q.dtype, q.device, block_size, seg_blocks, fwd_only)
     Tp = -(-T // BT) * BT
-    G = torch.cumsum(g.float(), dim=1) if g is not None else None
+    G = _gate_cumsum(g) if g is not None else None
     args = [_pad_time(x, Tp) for x in (q, k, v, w, beta)]
     Gp = _pad_time(G, Tp) if G is not None else None
     if G is not None and Tp > T:  # keep the padded tail's G finite (it only meets padded rows)
