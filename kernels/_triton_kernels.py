@@ -83,6 +83,21 @@ def _sq(ptr, base, idx, N: tl.constexpr):
 
 
 @triton.jit
+def _query_head(i_bh, T, HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr):
+    """A program's batch ``i_b``, query head ``i_hq`` and key head ``i_hk`` (grouped-query heads) from its
+    index ``i_bh`` over ``B * HQ``, and the int64 offsets of ``(b, 0, h, 0)`` in the query-head and
+    key-head ``[B, T, H, D]`` tensors (``qbase``, ``kbase``) and of ``(b, h, 0)`` in the ``[B, HQ, T]``
+    row statistics and gates (``gbase``)."""
+    i_b = i_bh // HQ
+    i_hq = i_bh % HQ
+    i_hk = i_hq // (HQ // HK)
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
+    return i_b, i_hq, i_hk, qbase, kbase, gbase
+
+
+@triton.jit
 def _delta_kernel(DO, O, DELTA, T, HQ: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
     """``delta_i = do_i . o_i`` in float32 for one block of one query head (``DELTA``: ``[B, HQ, T]``)."""
     i_c = tl.program_id(0)
@@ -137,16 +152,10 @@ def _fwd_kernel(Q, K, V, W, TW, KA, KS, TM, MM, OM, G, O, LSE, Q0, OP,
     outside the first segment store their partial result (normalized, float32, in ``OP``; its
     log-sum-exp in ``LSE``) instead of ``O``."""
     i_c = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HQ
-    i_hq = i_bh % HQ
-    i_hk = i_hq // (HQ // HK)
+    i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
     rt = tl.arange(0, BT)
-    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
-    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
     obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
-    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
     c0 = i_c * BT
 
@@ -228,15 +237,9 @@ def _fwd_inter_kernel(Q0, KS, V, OM, G, O, LSE, OP,
     ``Q0 Om(ks, k)`` against the keys moved to the end of segment ``k``, right to left, continuing the
     online softmax from the partial result (``OP``, ``LSE``) of the diagonal block and own segment."""
     i_c = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HQ
-    i_hq = i_bh % HQ
-    i_hk = i_hq // (HQ // HK)
+    i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
     rq = tl.arange(0, QR)
-    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
-    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
-    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
     c0 = i_c * QR
     ks = (c0 // BT) // SB
@@ -269,20 +272,14 @@ def _bwd_inter_q_kernel(Q0, KS, V, G, DO, LSE, DELTA, SEG, OM, DQ0, DSEG, DG,
     ``QR`` query rows (``QR / BT`` consecutive blocks of one segment, which share their ``Om``), against
     the keys in tiles of ``BT`` rows."""
     i_c = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HQ
-    i_hq = i_bh % HQ
-    i_hk = i_hq // (HQ // HK)
+    i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
     rt = tl.arange(0, BT)
     rq = tl.arange(0, QR)
     rd = tl.arange(0, D)
     rc = tl.arange(0, DC)
-    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
-    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     sbase = (i_b.to(tl.int64) * HK + i_hk) * NS * D * D
     dsbase = (i_b.to(tl.int64) * HQ + i_hq) * NS * D * D
     obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
-    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
     c0 = i_c * QR
     ks = (c0 // BT) // SB
@@ -351,18 +348,12 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
     the caller) in ``KR x DC`` column chunks, so that only ``dV`` and ``dKe`` are float32 tiles through
     the loop."""
     i_kb = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HQ
-    i_hq = i_bh % HQ
-    i_hk = i_hq // (HQ // HK)
+    i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
     rt = tl.arange(0, BT)
     rk = tl.arange(0, KR)
     rd = tl.arange(0, D)
     rc = tl.arange(0, DC)
-    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
-    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     obase = (i_b.to(tl.int64) * HK + i_hk) * ((NS * (NS - 1)) // 2) * D * D
-    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
     t0 = i_kb * KR
     kb = (t0 // BT) // SB
@@ -427,16 +418,10 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, TM, G, DO, LSE, DELTA, DQ0, SCR,
     the current block are kept in a per-program scratch (``SB`` tiles). The diagonal blocks are left to
     ``_bwd_diag_kernel`` (v10), which reads the gradient carried to ``Q<-`` from ``DQ0``."""
     i_s = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HQ
-    i_hq = i_bh % HQ
-    i_hk = i_hq // (HQ // HK)
+    i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
     rt = tl.arange(0, BT)
-    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
-    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
     dtbase = (i_b.to(tl.int64) * HQ + i_hq) * NB * BT * BT
-    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     scbase = ((i_b.to(tl.int64) * HQ + i_hq) * NS + i_s) * SB * BT * D
     sl2 = scale * 1.4426950408889634
     causal = rt[:, None] >= rt[None, :]
@@ -529,16 +514,10 @@ def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
     2.5 KB per thread at D = 128): the products over D that the softmax needs, then those the block
     factors' gradients need, then the ``[BT, D]`` outputs; only ``[BT, BT]`` matrices stay live."""
     c = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HQ
-    i_hq = i_bh % HQ
-    i_hk = i_hq // (HQ // HK)
+    i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
     rt = tl.arange(0, BT)
-    qbase = (i_b.to(tl.int64) * T * HQ + i_hq) * D
-    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
     dtbase = (i_b.to(tl.int64) * HQ + i_hq) * NB * BT * BT
-    gbase = (i_b.to(tl.int64) * HQ + i_hq) * T
     sl2 = scale * 1.4426950408889634
     causal = rt[:, None] >= rt[None, :]
     strict = rt[:, None] > rt[None, :]
