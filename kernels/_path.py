@@ -60,7 +60,7 @@ def _segments(n: int, BT: int, D: int) -> int:
 
 
 # blocks per segment at least, for a forward that records no gradient, with half-precision inputs at
-# D = 128 and BT = 64 (v10, H200, benchmarks/NOTES.md: the D x D segment products cost the forward
+# D = 128 and BT = 64 (v11, H200, benchmarks/NOTES.md: the D x D segment products cost the forward
 # more than the longer own-segment loops save: 1024-token segments were the fastest forward, 2.54 ms
 # against 3.16 at the default 4 blocks for T = 1024, 4.47 against 4.57 at 8 for T = 4096; at T = 16384
 # the default is 16 blocks already)
@@ -270,8 +270,9 @@ _STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
 
 def _stages(q, key: str) -> int:
     """Software-pipelining depth of attention loop ``key`` (``_STAGE_KEYS``): ``_STAGES_HALF`` for
-    half-precision inputs where shared memory is plentiful, else 1; ``PATH_KERNELS_STAGES="fwd=1,inter_kv=3"`` overrides for tuning runs (a depth that
-    does not fit is lowered at launch, ``_launch``)."""
+    half-precision inputs where shared memory is plentiful, else 1;
+    ``PATH_KERNELS_STAGES="fwd=1,inter_kv=3"`` overrides for tuning runs (a depth that does not fit is
+    lowered at launch, ``_launch``)."""
     spec = os.environ.get("PATH_KERNELS_STAGES", "")
     for item in filter(None, spec.split(",")):
         name, _, val = item.partition("=")
@@ -290,8 +291,7 @@ def _stages(q, key: str) -> int:
 # pipelining depth per attention loop for half-precision inputs where shared memory is plentiful
 # (v10, H200, benchmarks/NOTES.md): the forward kernel's own-segment loop runs shorter unpipelined
 # (221440 -> 49152 bytes of shared memory at D = 128: two programs per SM, as registers allow, instead
-# of one), the long loops over earlier
-# segments gain from a third stage
+# of one); the long loops over earlier segments gain from a third stage
 _STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
 
 
