@@ -642,7 +642,7 @@ def _ut_kernel(W, BETA, TM, NM, T, NB,
     """Per block, the UT transform: ``N = (I + A)^-1`` with ``A = strictLower(diag(beta) W W^T)`` and
     ``T = N diag(beta)``, in float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee).
 
-    v10, after fla's ``solve_tril``: the 16 x 16 diagonal blocks of ``I + A`` are inverted by
+    v11, after fla's ``solve_tril``: the 16 x 16 diagonal blocks of ``I + A`` are inverted by
     substitution (``_inv16``), then merged block by block with 16 x 16 products,
     ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``; ``A`` is kept in this block's ``TM`` slot meanwhile
     (a barrier orders the accesses), and ``N`` and ``T`` are written block by block (BT in {16, 32, 64})."""
