@@ -495,8 +495,10 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dk = torch.empty(B, T, HQ, D, **f32)
     dka = torch.zeros(B, T, HQ, D, **f32)
     dw = torch.zeros(B, T, HQ, D, **f32)
-    dt = torch.zeros(B, HQ, NB, BT, BT, **f32)
-    scr = torch.empty(B, HQ, NS, SB * BT, D, **f32)
+    dt = torch.empty(B, HQ, NB, BT, BT, **f32)  # written once, by the diagonal kernel
+    dtwq = torch.zeros(B, T, HQ, D, **f32)  # d(T W) from the intra kernel's crossings (v13)
+    # the intra kernel's query states, in the dtype of the products that read them
+    scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
     Garg = Gh if has_g else lse
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC)
     aux = _aux_warps(q, warps)
@@ -513,8 +515,8 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         dv.zero_()
     meta.update(num_stages=1)
     _run(kern._bwd_intra_kernel, (NS, B * HQ),
-         (q, v, wf, TW, KA, TM, Garg, do, lse, delta, dq0, scr,
-          dka, dv, dw, dt, dg, scale, T, NB, NS, SB), dict(meta, num_warps=aux["intra"]))
+         (q, v, wf, TW, KA, Garg, do, lse, delta, dq0, scr,
+          dka, dv, dw, dtwq, dg, scale, T, NB, NS, SB), dict(meta, num_warps=aux["intra"]))
     del scr
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
     _run(kern._bwd_diag_kernel, (NB, B * HQ),
@@ -548,7 +550,7 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dw_out = torch.empty(B, T, HK, D, **f32)
     db_out = torch.empty(B, T, HK, **f32)
     _run(kern._bwd_block_kernel, (NB, B * HK),
-         (k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dk_out, dw_out, db_out, T, NB, grp),
+         (k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dtwq, dk_out, dw_out, db_out, T, NB, grp),
          dict(HQ=HQ, HK=HK, D=D, BT=BT, DC=_block_cols(D), PREC=bprec, SEGS=NS > 1,
               num_warps=aux["block"], num_stages=1))
     dG = dg.transpose(1, 2) if has_g else None

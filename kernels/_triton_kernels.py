@@ -408,20 +408,24 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
 
 
 @triton.jit
-def _bwd_intra_kernel(Q, V, W, TW, KA, TM, G, DO, LSE, DELTA, DQ0, SCR,
-                      DKA, DV, DW, DT, DG,
+def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
+                      DKA, DV, DW, DTWQ, DG,
                       scale, T, NB, NS, SB,
                       HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                       HAS_G: tl.constexpr, CDT: tl.constexpr, TDT: tl.constexpr, PREC: tl.constexpr):
     """One segment, one query head: the own-segment pairs and the transports inside the segment,
     sequentially over its query blocks (so the per-block accumulators need no atomics). Query states of
-    the current block are kept in a per-program scratch (``SB`` tiles). The diagonal blocks are left to
-    ``_bwd_diag_kernel`` (v10), which reads the gradient carried to ``Q<-`` from ``DQ0``."""
+    the current block are kept in a per-program scratch (``SB`` tiles, in the dtype of the products
+    that read them). The diagonal blocks are left to ``_bwd_diag_kernel`` (v10), which reads the
+    gradient carried to ``Q<-`` from ``DQ0``.
+
+    A crossing of block m is ``Q' = Q - (Q W^T) (T W)``: its gradients are taken with respect to ``W``
+    and to the stored ``T W`` (v13, as fla's intra-chunk kernel), ``d(T W) = -(Q W^T)^T x`` into
+    ``DTWQ``, which ``_bwd_block_kernel`` turns into ``dT`` and ``dW`` once per block, instead of
+    ``dT`` and the ``T``-side terms of ``dW`` per pair (five products per pair instead of nine)."""
     i_s = tl.program_id(0)
     i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
     rt = tl.arange(0, BT)
-    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
-    dtbase = (i_b.to(tl.int64) * HQ + i_hq) * NB * BT * BT
     scbase = ((i_b.to(tl.int64) * HQ + i_hq) * NS + i_s) * SB * BT * D
     sl2 = scale * 1.4426950408889634
     causal = rt[:, None] >= rt[None, :]
@@ -445,7 +449,7 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, TM, G, DO, LSE, DELTA, DQ0, SCR,
         qs = q - tl.dot(bm.to(TDT), twc.to(TDT), input_precision=PREC)
         for j in range(0, c - a_blk):
             mb = c - 1 - j
-            tl.store(_tile(SCR, scbase, (mb - a_blk) * BT, 1, D, BT), qs)
+            tl.store(_tile(SCR, scbase, (mb - a_blk) * BT, 1, D, BT), qs.to(SCR.dtype.element_ty))
             wb = tl.load(_tile(W, kbase, mb * BT, HK, D, BT))
             twb = tl.load(_tile(TW, kbase, mb * BT, HK, D, BT))
             u = tl.dot(qs.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
@@ -475,20 +479,17 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, TM, G, DO, LSE, DELTA, DQ0, SCR,
             tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
             pka = _tile(DKA, qbase, t0, HQ, D, BT)
             tl.store(pka, tl.load(pka) + scale * tl.dot(tl.trans(ds).to(CDT), qm.to(CDT), input_precision=PREC))
-            # transport across block mb: Qst(c, mb-1) = Qst(c, mb) (I - W^T T W), upstream gradient x
-            wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
-            tb = tl.load(_sq(TM, mbase, mb, BT))
-            u = tl.dot(qm.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
-            xw = tl.dot(x.to(TDT), tl.trans(wb.to(TDT)), input_precision=PREC)
-            pt = _sq(DT, dtbase, mb, BT)
-            tl.store(pt, tl.load(pt) - tl.dot(tl.trans(u).to(TDT), xw.to(TDT), input_precision=PREC))
-            ut = tl.dot(u.to(TDT), tb.to(TDT), input_precision=PREC)
-            txw = tl.dot(tb.to(TDT), tl.trans(xw).to(TDT), input_precision=PREC)
+            # transport across block mb: Qst(c, mb-1) = Qst(c, mb) - (Qst(c, mb) W^T) (T W), upstream
+            # gradient x: d(T W) = -u^T x, dW = -(x (T W)^T)^T Qst, dQst = x - (x (T W)^T) W
+            wb = tl.load(_tile(W, kbase, t0, HK, D, BT)).to(TDT)
+            twb = tl.load(_tile(TW, kbase, t0, HK, D, BT)).to(TDT)
+            u = tl.dot(qm.to(TDT), tl.trans(wb), input_precision=PREC)
+            xtw = tl.dot(x.to(TDT), tl.trans(twb), input_precision=PREC)
+            ptw = _tile(DTWQ, qbase, t0, HQ, D, BT)
+            tl.store(ptw, tl.load(ptw) - tl.dot(tl.trans(u).to(TDT), x.to(TDT), input_precision=PREC))
             pw = _tile(DW, qbase, t0, HQ, D, BT)
-            tl.store(pw, tl.load(pw) - tl.dot(tl.trans(ut).to(TDT), x.to(TDT), input_precision=PREC)
-                     - tl.dot(txw.to(TDT), qm.to(TDT), input_precision=PREC))
-            xwt = tl.dot(xw.to(TDT), tl.trans(tb).to(TDT), input_precision=PREC)
-            x = x - tl.dot(xwt.to(TDT), wb.to(TDT), input_precision=PREC) \
+            tl.store(pw, tl.load(pw) - tl.dot(tl.trans(xtw).to(TDT), qm.to(TDT), input_precision=PREC))
+            x = x - tl.dot(xtw.to(TDT), wb, input_precision=PREC) \
                 + scale * tl.dot(ds.to(CDT), ka.to(CDT), input_precision=PREC)
 
         # the diagonal block is left to _bwd_diag_kernel (v10: in parallel over blocks): hand it the
@@ -508,7 +509,7 @@ def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
     """One block, one query head, after ``_bwd_intra_kernel``: the diagonal block
     ``S = tril(Q K^T) - tril(Q W^T) M`` and the chain through ``Q<- = Q - tril(Q W^T) T W`` and the block's
     factors, from the gradient ``x`` of ``Q<-`` that the intra kernel left in ``DQ0``; writes ``dq`` and
-    ``dk`` of the block and adds to its ``dv``, ``dw``, ``dT`` and gate gradient.
+    ``dk`` and ``dT`` of the block and adds to its ``dv``, ``dw`` and gate gradient.
 
     The head dim is walked in ``DC``-column chunks, three times (v10: whole ``[BT, D]`` tiles spilled
     2.5 KB per thread at D = 128): the products over D that the softmax needs, then those the block
@@ -570,8 +571,7 @@ def _bwd_diag_kernel(Q, K, V, W, TW, TM, MM, G, DO, LSE, DELTA, DQ0,
     # dT = dTW W^T + dM C^T with dTW = -tril(Q W^T)^T x
     dtc = -tl.dot(tl.trans(bm).to(TDT), xw.to(TDT), input_precision=PREC) \
         + tl.dot(dmc.to(TDT), tl.trans(cm).to(TDT), input_precision=PREC)
-    pt = _sq(DT, dtbase, c, BT)
-    tl.store(pt, tl.load(pt) + dtc)
+    tl.store(_sq(DT, dtbase, c, BT), dtc)  # the only writer of dT (v13: the intra kernel writes d(T W))
     tc = tl.load(_sq(TM, mbase, c, BT))
     dcm = tl.where(strict, tl.dot(tl.trans(tc).to(TDT), dmc.to(TDT), input_precision=PREC), 0.0)
     # pass 3: the [BT, D] outputs, chunk by chunk
@@ -738,14 +738,15 @@ def _prep_kernel(K, W, TW, KA, TM, MM, T, NB,
 
 
 @triton.jit
-def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW, DT, OUT_DK, OUT_DW, OUT_DB,
+def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW, DT, DTWQ, OUT_DK, OUT_DW, OUT_DB,
                       T, NB, GRP,
                       HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                       DC: tl.constexpr, PREC: tl.constexpr, SEGS: tl.constexpr = True):
     """Per block, float32: chain rule through T W, K-> = K - M^T W, M = T strictLower(W K^T) and the
     UT transform, summing the query heads of the group. DKS_KA / DTW / DWC are per key head (the
     segment chain's contributions to dK->, d(T W) and dW; not read when ``SEGS`` is False: one
-    segment); DKA, DK, DW, DT are per query head (attention kernels).
+    segment); DKA, DK, DW, DT, DTWQ (the intra kernel's d(T W), v13) are per query head (attention
+    kernels).
 
     Two passes over the head dim in chunks of ``DC`` columns, so that only ``BT x BT`` tiles and
     ``BT x DC`` chunks are live (v6; v5 held seven ``BT x D`` float32 tiles: a 4.4 KB stack at
@@ -771,13 +772,15 @@ def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW,
         w = tl.load(_chunk(W, kbase, c0, d0, HK, D, DC, BT))
         k = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT)).to(tl.float32)
         dka = tl.zeros([BT, DC], dtype=tl.float32)
+        dtw = tl.zeros([BT, DC], dtype=tl.float32)
         if SEGS:
             dka += tl.load(_chunk(DKS_KA, kbase, c0, d0, HK, D, DC, BT))
-            dtw = tl.load(_chunk(DTW, kbase, c0, d0, HK, D, DC, BT))
-            dt += tl.dot(dtw, tl.trans(w), input_precision=PREC)   # T W
+            dtw += tl.load(_chunk(DTW, kbase, c0, d0, HK, D, DC, BT))
         for g in range(0, GRP):
             qbase = (i_b.to(tl.int64) * T * HQ + i_hk * GRP + g) * D
             dka += tl.load(_chunk(DKA, qbase, c0, d0, HQ, D, DC, BT))
+            dtw += tl.load(_chunk(DTWQ, qbase, c0, d0, HQ, D, DC, BT))
+        dt += tl.dot(dtw, tl.trans(w), input_precision=PREC)      # T W
         dm -= tl.dot(w, tl.trans(dka), input_precision=PREC)      # K-> = K - M^T W
         cm += tl.dot(w, tl.trans(k), input_precision=PREC)        # M = T C, C = strictLower(W K^T)
     for g in range(0, GRP):
@@ -805,17 +808,19 @@ def _bwd_block_kernel(K, W, BETA, TW, TM, MM, NM, DKS_KA, DTW, DWC, DKA, DK, DW,
         k = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT)).to(tl.float32)
         dka = tl.zeros([BT, DC], dtype=tl.float32)
         dw = tl.zeros([BT, DC], dtype=tl.float32)
+        dtw = tl.zeros([BT, DC], dtype=tl.float32)
         if SEGS:
             dka += tl.load(_chunk(DKS_KA, kbase, c0, d0, HK, D, DC, BT))
             dw += tl.load(_chunk(DWC, kbase, c0, d0, HK, D, DC, BT))
-            dtw = tl.load(_chunk(DTW, kbase, c0, d0, HK, D, DC, BT))
-            dw += tl.dot(tl.trans(tm), dtw, input_precision=PREC)
+            dtw += tl.load(_chunk(DTW, kbase, c0, d0, HK, D, DC, BT))
         dk = tl.zeros([BT, DC], dtype=tl.float32)
         for g in range(0, GRP):
             qbase = (i_b.to(tl.int64) * T * HQ + i_hk * GRP + g) * D
             dka += tl.load(_chunk(DKA, qbase, c0, d0, HQ, D, DC, BT))
             dk += tl.load(_chunk(DK, qbase, c0, d0, HQ, D, DC, BT))
             dw += tl.load(_chunk(DW, qbase, c0, d0, HQ, D, DC, BT))
+            dtw += tl.load(_chunk(DTWQ, qbase, c0, d0, HQ, D, DC, BT))
+        dw += tl.dot(tl.trans(tm), dtw, input_precision=PREC)     # T W
         dk += dka + tl.dot(tl.trans(dc), w, input_precision=PREC)
         # A = strictLower(diag(beta) W W^T): dbeta_i += sum_j dA_ij (w_i . w_j) = sum_d (dA W)_id W_id,
         # dW += diag(beta) dA W + (diag(beta) dA)^T W (no BT x BT W W^T tile needed)
