@@ -488,15 +488,16 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dseg = torch.zeros(B, HQ, NS, D, D, **f32)
     dg = torch.zeros(B, HQ, T, **f32)
     KR = _key_rows(D, BT, SB, NB, q.dtype != torch.float32)
-    # gradient of Kseg (segment kernels only); accumulated in place by the key side when KR > BT
-    dks = (torch.zeros if KR > BT else torch.empty)(B, T, HQ, D, **f32) if NS > 1 else None
+    # gradient of Kseg (segment kernels only), written by the key side
+    dks = torch.empty(B, T, HQ, D, **f32) if NS > 1 else None
     dv = torch.empty(B, T, HQ, D, **f32)
     dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the intra kernel
     dk = torch.empty(B, T, HQ, D, **f32)
-    dka = torch.zeros(B, T, HQ, D, **f32)
-    dw = torch.zeros(B, T, HQ, D, **f32)
+    # dK->, dW and d(T W) (v13) of the own-segment pairs: initialized by the intra kernel
+    dka = torch.empty(B, T, HQ, D, **f32)
+    dw = torch.empty(B, T, HQ, D, **f32)
+    dtwq = torch.empty(B, T, HQ, D, **f32)
     dt = torch.empty(B, HQ, NB, BT, BT, **f32)  # written once, by the diagonal kernel
-    dtwq = torch.zeros(B, T, HQ, D, **f32)  # d(T W) from the intra kernel's crossings (v13)
     # the intra kernel's query states, in the dtype of the products that read them
     scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
     Garg = Gh if has_g else lse

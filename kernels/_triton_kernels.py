@@ -345,8 +345,8 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
     ``Ke = Kseg Om(kc, kb)^T``, met by the stored ``Q0`` of each query block (``BT`` rows), and
     ``dKseg += (sum_c dS^T Q0_c) Om(kc, kb)``. Logits are formed key-major (``S^T = Ke Q0^T``), so that
     ``P^T`` and ``dS^T`` feed ``dV += P^T dO`` and ``dKe += dS^T Q0`` without a transpose. With one block
-    of keys (``KR == BT``) dKseg is a register tile; with more it is accumulated in ``DKS`` (zeroed by
-    the caller) in ``KR x DC`` column chunks, so that only ``dV`` and ``dKe`` are float32 tiles through
+    of keys (``KR == BT``) dKseg is a register tile; with more it is accumulated in ``DKS`` (stored at
+    the first later segment, v13) in ``KR x DC`` column chunks, so that only ``dV`` and ``dKe`` are float32 tiles through
     the loop."""
     i_kb = tl.program_id(0)
     i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
@@ -399,9 +399,15 @@ def _bwd_inter_kv_kernel(Q0, KS, V, G, DO, LSE, DELTA, OM, DKS, DV, DG,
             for d0 in range(0, D, DC):
                 omc = tl.load(OM + obase + oidx * (D * D) + rd[:, None] * D + d0 + rc[None, :])
                 pc = _chunk(DKS, qbase, t0, d0, HQ, D, DC, KR)
-                tl.store(pc, tl.load(pc) + scale * tl.dot(dket, omc.to(TDT), input_precision=PREC))
+                dks_c = scale * tl.dot(dket, omc.to(TDT), input_precision=PREC)
+                if kc == kb + 1:  # first later segment: stored, added to afterwards (v13: no zeroing)
+                    tl.store(pc, dks_c)
+                else:
+                    tl.store(pc, tl.load(pc) + dks_c)
     if KR == BT:
         tl.store(_tile(DKS, qbase, t0, HQ, D, BT), dk * scale)
+    elif kb == NS - 1:  # the last segment's keys meet no later segment
+        tl.store(_tile(DKS, qbase, t0, HQ, D, KR), tl.zeros([KR, D], dtype=tl.float32))
     tl.store(_tile(DV, qbase, t0, HQ, D, KR), dv)
     if HAS_G:
         pg = DG + gbase + t0 + rk
@@ -478,8 +484,15 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
                 tl.store(pg, tl.load(pg) - tl.sum(ds, 0))
             pv = _tile(DV, qbase, t0, HQ, D, BT)
             tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
+            # block mb's accumulators are first touched by query block mb + 1 (c ascending): stored there,
+            # added to afterwards (v13: no zeroed buffers)
+            first = mb == c - 1
             pka = _tile(DKA, qbase, t0, HQ, D, BT)
-            tl.store(pka, tl.load(pka) + scale * tl.dot(tl.trans(ds).to(CDT), qm.to(CDT), input_precision=PREC))
+            dka_mb = scale * tl.dot(tl.trans(ds).to(CDT), qm.to(CDT), input_precision=PREC)
+            if first:
+                tl.store(pka, dka_mb)
+            else:
+                tl.store(pka, tl.load(pka) + dka_mb)
             # transport across block mb: Qst(c, mb-1) = Qst(c, mb) - (Qst(c, mb) W^T) (T W), upstream
             # gradient x: d(T W) = -u^T x, dW = -(x (T W)^T)^T Qst, dQst = x - (x (T W)^T) W
             wb = tl.load(_tile(W, kbase, t0, HK, D, BT)).to(TDT)
@@ -487,9 +500,15 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
             u = tl.dot(qm.to(TDT), tl.trans(wb), input_precision=PREC)
             xtw = tl.dot(x.to(TDT), tl.trans(twb), input_precision=PREC)
             ptw = _tile(DTWQ, qbase, t0, HQ, D, BT)
-            tl.store(ptw, tl.load(ptw) - tl.dot(tl.trans(u).to(TDT), x.to(TDT), input_precision=PREC))
+            dtw_mb = -tl.dot(tl.trans(u).to(TDT), x.to(TDT), input_precision=PREC)
             pw = _tile(DW, qbase, t0, HQ, D, BT)
-            tl.store(pw, tl.load(pw) - tl.dot(tl.trans(xtw).to(TDT), qm.to(TDT), input_precision=PREC))
+            dw_mb = -tl.dot(tl.trans(xtw).to(TDT), qm.to(TDT), input_precision=PREC)
+            if first:
+                tl.store(ptw, dtw_mb)
+                tl.store(pw, dw_mb)
+            else:
+                tl.store(ptw, tl.load(ptw) + dtw_mb)
+                tl.store(pw, tl.load(pw) + dw_mb)
             x = x - tl.dot(xtw.to(TDT), wb, input_precision=PREC) \
                 + scale * tl.dot(ds.to(CDT), ka.to(CDT), input_precision=PREC)
 
@@ -499,6 +518,12 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
         if HAS_G:
             pg = DG + gbase + c0 + rt
             tl.store(pg, tl.load(pg) + dgr)
+    # the segment's last block has no later query block in the segment: its accumulators start at zero
+    zero = tl.zeros([BT, D], dtype=tl.float32)
+    t_last = (e_blk - 1) * BT
+    tl.store(_tile(DKA, qbase, t_last, HQ, D, BT), zero)
+    tl.store(_tile(DTWQ, qbase, t_last, HQ, D, BT), zero)
+    tl.store(_tile(DW, qbase, t_last, HQ, D, BT), zero)
 
 
 @triton.jit
