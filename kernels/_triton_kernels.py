@@ -438,6 +438,12 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
     causal = rt[:, None] >= rt[None, :]
     a_blk = i_s * SB
     e_blk = tl.minimum(a_blk + SB, NB)
+    # the segment's accumulators of dK->, d(T W) and dW start at zero (v13: here, not in a memset)
+    zero = tl.zeros([BT, D], dtype=tl.float32)
+    for mb in range(a_blk, e_blk):
+        tl.store(_tile(DKA, qbase, mb * BT, HQ, D, BT), zero)
+        tl.store(_tile(DTWQ, qbase, mb * BT, HQ, D, BT), zero)
+        tl.store(_tile(DW, qbase, mb * BT, HQ, D, BT), zero)
     for c in range(a_blk, e_blk):
         tl.debug_barrier()
         c0 = c * BT
@@ -484,15 +490,8 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
                 tl.store(pg, tl.load(pg) - tl.sum(ds, 0))
             pv = _tile(DV, qbase, t0, HQ, D, BT)
             tl.store(pv, tl.load(pv) + tl.dot(tl.trans(p).to(CDT), do.to(CDT), input_precision=PREC))
-            # block mb's accumulators are first touched by query block mb + 1 (c ascending): stored there,
-            # added to afterwards (v13: no zeroed buffers)
-            first = mb == c - 1
             pka = _tile(DKA, qbase, t0, HQ, D, BT)
-            dka_mb = scale * tl.dot(tl.trans(ds).to(CDT), qm.to(CDT), input_precision=PREC)
-            if first:
-                tl.store(pka, dka_mb)
-            else:
-                tl.store(pka, tl.load(pka) + dka_mb)
+            tl.store(pka, tl.load(pka) + scale * tl.dot(tl.trans(ds).to(CDT), qm.to(CDT), input_precision=PREC))
             # transport across block mb: Qst(c, mb-1) = Qst(c, mb) - (Qst(c, mb) W^T) (T W), upstream
             # gradient x: d(T W) = -u^T x, dW = -(x (T W)^T)^T Qst, dQst = x - (x (T W)^T) W
             wb = tl.load(_tile(W, kbase, t0, HK, D, BT)).to(TDT)
@@ -500,15 +499,9 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
             u = tl.dot(qm.to(TDT), tl.trans(wb), input_precision=PREC)
             xtw = tl.dot(x.to(TDT), tl.trans(twb), input_precision=PREC)
             ptw = _tile(DTWQ, qbase, t0, HQ, D, BT)
-            dtw_mb = -tl.dot(tl.trans(u).to(TDT), x.to(TDT), input_precision=PREC)
+            tl.store(ptw, tl.load(ptw) - tl.dot(tl.trans(u).to(TDT), x.to(TDT), input_precision=PREC))
             pw = _tile(DW, qbase, t0, HQ, D, BT)
-            dw_mb = -tl.dot(tl.trans(xtw).to(TDT), qm.to(TDT), input_precision=PREC)
-            if first:
-                tl.store(ptw, dtw_mb)
-                tl.store(pw, dw_mb)
-            else:
-                tl.store(ptw, tl.load(ptw) + dtw_mb)
-                tl.store(pw, tl.load(pw) + dw_mb)
+            tl.store(pw, tl.load(pw) - tl.dot(tl.trans(xtw).to(TDT), qm.to(TDT), input_precision=PREC))
             x = x - tl.dot(xtw.to(TDT), wb, input_precision=PREC) \
                 + scale * tl.dot(ds.to(CDT), ka.to(CDT), input_precision=PREC)
 
@@ -518,12 +511,6 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
         if HAS_G:
             pg = DG + gbase + c0 + rt
             tl.store(pg, tl.load(pg) + dgr)
-    # the segment's last block has no later query block in the segment: its accumulators start at zero
-    zero = tl.zeros([BT, D], dtype=tl.float32)
-    t_last = (e_blk - 1) * BT
-    tl.store(_tile(DKA, qbase, t_last, HQ, D, BT), zero)
-    tl.store(_tile(DTWQ, qbase, t_last, HQ, D, BT), zero)
-    tl.store(_tile(DW, qbase, t_last, HQ, D, BT), zero)
 
 
 @triton.jit
