@@ -39,10 +39,11 @@ def _triton():
 # Shared memory (bytes) the largest of the kernels needs at one pipelining stage (``_launch`` lowers the
 # stages of the attention loops when they do not fit; the other kernels run at one), read off the
 # device-faithful AOT compiles for sm_90 (``benchmarks/results/compile_sm90.json``, triton 3.6 with
-# the JIT's divisibility hints; v10): half-precision inputs at BT = 64 (``_bwd_block_kernel`` at
-# D = 32 / 64, ``_seg_grad_kernel`` at D = 128), float32 inputs (tf32x3) at BT = 32. Other
-# architectures may need a little more or less: the runtime fallback covers that.
-_SMEM_HALF_BT64 = {32: 90112, 64: 94208, 128: 180224}
+# the JIT's divisibility hints; v13): half-precision inputs at BT = 64 (``_bwd_block_kernel`` at
+# D = 32 / 64, ``_seg_grad_kernel`` at D = 128), float32 inputs (tf32x3) at BT = 32 (the query side
+# at D = 32 / 64, ``_seg_grad_kernel`` at D = 128). Other architectures may need a little more or
+# less: the runtime fallback covers that.
+_SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 180224}
 _SMEM_FP32_BT32 = {32: 32768, 64: 81920, 128: 229376}
 _MAX_BT = {}  # (device, dtype, D) -> largest block length known to fit (after an out-of-resources retry)
 _ONE_SEGMENT = set()  # (device, dtype, D) that need the single-segment mode
@@ -491,12 +492,13 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     # gradient of Kseg (segment kernels only), written by the key side
     dks = torch.empty(B, T, HQ, D, **f32) if NS > 1 else None
     dv = torch.empty(B, T, HQ, D, **f32)
-    dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the intra kernel
+    dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the diagonal kernel
     dk = torch.empty(B, T, HQ, D, **f32)
-    # dK->, dW and d(T W) (v13) of the own-segment pairs: initialized by the intra kernel
-    dka = torch.empty(B, T, HQ, D, **f32)
-    dw = torch.empty(B, T, HQ, D, **f32)
-    dtwq = torch.empty(B, T, HQ, D, **f32)
+    # dK->, dW and d(T W) (v13) of the own-segment pairs, accumulated by the intra kernel (zeroing them
+    # there, at a block's first touch or before its loop, timed no faster: benchmarks/NOTES.md, v13)
+    dka = torch.zeros(B, T, HQ, D, **f32)
+    dw = torch.zeros(B, T, HQ, D, **f32)
+    dtwq = torch.zeros(B, T, HQ, D, **f32)
     dt = torch.empty(B, HQ, NB, BT, BT, **f32)  # written once, by the diagonal kernel
     # the intra kernel's query states, in the dtype of the products that read them
     scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)

@@ -438,12 +438,6 @@ def _bwd_intra_kernel(Q, V, W, TW, KA, G, DO, LSE, DELTA, DQ0, SCR,
     causal = rt[:, None] >= rt[None, :]
     a_blk = i_s * SB
     e_blk = tl.minimum(a_blk + SB, NB)
-    # the segment's accumulators of dK->, d(T W) and dW start at zero (v13: here, not in a memset)
-    zero = tl.zeros([BT, D], dtype=tl.float32)
-    for mb in range(a_blk, e_blk):
-        tl.store(_tile(DKA, qbase, mb * BT, HQ, D, BT), zero)
-        tl.store(_tile(DTWQ, qbase, mb * BT, HQ, D, BT), zero)
-        tl.store(_tile(DW, qbase, mb * BT, HQ, D, BT), zero)
     for c in range(a_blk, e_blk):
         tl.debug_barrier()
         c0 = c * BT
