@@ -27,8 +27,8 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
 #: point (24 of 24 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
 #: is ``_VERIFIED_SOURCES_SHA256``.
-VERIFIED_BY = "benchmarks/results/correctness_sweep_v11.json"
-_VERIFIED_SOURCES_SHA256 = "ed181cb3363b1792876ec6f4dbd11603a974068a6aa1a87c95d37633091fb156"
+VERIFIED_BY = "benchmarks/results/correctness_sweep_v13.json"
+_VERIFIED_SOURCES_SHA256 = "0136168dc7cc5c245ea393eb182eaed00e03b3f7b1009a9446c177e00d06d903"
 _SOURCES = ("_path.py", "_triton_kernels.py")
 
 

@@ -42,7 +42,8 @@ def test_auto_backend_is_blockwise_on_cpu():
                                   "tune_segments_v5.json", "profile_parts_v6.json", "profile_parts_v7.json",
                                   "bench_path_v8.json", "profile_parts_v8.json", "tune_segments_v8.json",
                                   "bench_path_v9.json", "bench_path_v10.json", "profile_parts_v10.json",
-                                  "bench_path_v11.json", "profile_parts_v11.json"])
+                                  "bench_path_v11.json", "profile_parts_v11.json", "bench_path_v13.json",
+                                  "profile_parts_v13.json"])
 def test_speed_records_have_provenance_and_numbers(name):
     rec = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
     assert {"device", "torch", "triton", "commit", "date", "command"} <= set(rec["provenance"])
@@ -50,9 +51,9 @@ def test_speed_records_have_provenance_and_numbers(name):
 
 
 def test_the_recorded_benchmark_is_of_the_verified_kernels():
-    """The latest speed record (bench_path_v11.json) was run at the commit whose sweep sets GPU_VERIFIED."""
+    """The latest speed record (bench_path_v13.json) was run at the commit whose sweep sets GPU_VERIFIED."""
     import kernels
-    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path_v11.json").read_text())
+    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path_v13.json").read_text())
     sweep = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
     b, s = bench["provenance"]["commit"], sweep["provenance"]["commit"]  # full or abbreviated hashes
     assert len(s) >= 7 and len(b) >= 7 and (b.startswith(s) or s.startswith(b))
