@@ -503,6 +503,9 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     # the intra kernel's query states, in the dtype of the products that read them
     scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
     Garg = Gh if has_g else lse
+    # W and T W for the intra and diagonal kernels in the backward's transport dtype (v14): each of
+    # their products rounds them to it anyway, so the copies change no result and halve those loads
+    wt, twt = (wf, TW) if q.dtype == torch.float32 else (wf.to(q.dtype), TW.to(q.dtype))
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC)
     aux = _aux_warps(q, warps)
     if NS > 1:
@@ -518,14 +521,14 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
         dv.zero_()
     meta.update(num_stages=1)
     _run(kern._bwd_intra_kernel, (NS, B * HQ),
-         (q, v, wf, TW, KA, Garg, do, lse, delta, dq0, scr,
+         (q, v, wt, twt, KA, Garg, do, lse, delta, dq0, scr,
           dka, dv, dw, dtwq, dg, scale, T, NB, NS, SB), dict(meta, num_warps=aux["intra"]))
     del scr
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
     _run(kern._bwd_diag_kernel, (NB, B * HQ),
-         (q, k, v, wf, TW, TM, MM, Garg, do, lse, delta, dq0, dq, dk, dv, dw, dt, dg, scale, T, NB),
+         (q, k, v, wt, twt, TM, MM, Garg, do, lse, delta, dq0, dq, dk, dv, dw, dt, dg, scale, T, NB),
          dict(meta, DC=_diag_cols(D), num_warps=aux["diag"]))
-    del dq0
+    del dq0, wt, twt
     if grp > 1:
         dv = dv.view(B, T, HK, grp, D).sum(3)
         if NS > 1:
