@@ -509,13 +509,17 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC)
     aux = _aux_warps(q, warps)
     if NS > 1:
+        # the segment and pair products likewise (v15): the inter kernels use them only rounded to the
+        # transport dtype
+        segt, omt = (SEG, OM) if q.dtype == torch.float32 else (SEG.to(q.dtype), OM.to(q.dtype))
         QR = _query_rows(D, BT, SB, NB, q.dtype != torch.float32)
         _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB),
+                (q0, KS, v, Garg, do, lse, delta, segt, omt, dq0, dseg, dg, scale, T, NB, NS, SB),
                 dict(meta, DC=_seg_split(D), QR=QR, num_warps=aux["inter_q"]), _stages(q, "inter_q"))
         _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB),
+                (q0, KS, v, Garg, do, lse, delta, omt, dks, dv, dg, scale, T, NB, NS, SB),
                 dict(meta, KR=KR, DC=_seg_split(D), num_warps=aux["inter_kv"]), _stages(q, "inter_kv"))
+        del segt, omt
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()
