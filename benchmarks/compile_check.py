@@ -115,7 +115,7 @@ def configs(arch, dtype, D, BT=None):
         (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt, OM=qt),
          dict(ce, KR=rows(_path._key_rows), DC=seg_split), aux.get("inter_kv", warps), st["inter_kv"]),
         (K._bwd_intra_kernel, dict(Q=qt, V=qt, W=qt, TW=qt, KA=qt, DO=qt, SCR=qt), ce, aux["intra"], 1),
-        (K._bwd_diag_kernel, dict(Q=qt, K=qt, V=qt, W=qt, TW=qt, DO=qt, DQ=qt), dict(ce, DC=_path._diag_cols(D)), aux["diag"], 1),
+        (K._bwd_diag_kernel, dict(Q=qt, K=qt, V=qt, W=qt, TW=qt, DO=qt, DQ=qt), dict(ce, DC=_path._diag_cols(D, BT, half)), aux["diag"], 1),
         (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
         (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
         (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),
