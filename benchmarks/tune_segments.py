@@ -29,6 +29,8 @@ def main():
     ap.add_argument("--shapes", default="64:1024:1,2,4;64:4096:2,3,6;64:16384:6,12;128:1024:1,2,4;128:4096:3,6",
                     help="D:T:SB list; SB 0 = the library's default")
     ap.add_argument("--warps", default="|block=8|intra=8", help="PATH_KERNELS_WARPS settings, '|'-separated")
+    ap.add_argument("--env", default="", help="extra settings at the default segment length, '|'-separated, "
+                    "each NAME=VALUE or NAME=VALUE&NAME2=VALUE2 (e.g. PATH_KERNELS_STAGES=inter_q=4|PATH_KERNELS_SPLIT=seg_split=16)")
     ap.add_argument("--modes", default="fwdbwd")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rep", type=int, default=12)
@@ -56,7 +58,27 @@ def main():
                         r = dict(D=D, T=T, SB=sb, warps=warps or "default", mode=mode, error=repr(e)[:200])
                     rows.append(r)
                     print(r, flush=True)
-    os.environ.pop("PATH_KERNELS_WARPS", None)
+        os.environ.pop("PATH_KERNELS_WARPS", None)
+        for setting in filter(None, args.env.split("|")):
+            olds = {}
+            for item in setting.split("&"):  # several variables at once: A=x&B=y
+                name, _, value = item.partition("=")
+                olds[name] = os.environ.get(name)
+                os.environ[name] = value
+            fn = lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, None, check_values=False)  # noqa: E731
+            for mode in args.modes.split(","):
+                try:
+                    ms, peak = bench_one(fn, ins, mode, args.warmup, args.rep)
+                    r = dict(D=D, T=T, SB=default, env=setting, mode=mode, ms=round(ms, 4), peak_mib=round(peak))
+                except Exception as e:
+                    r = dict(D=D, T=T, SB=default, env=setting, mode=mode, error=repr(e)[:200])
+                rows.append(r)
+                print(r, flush=True)
+            for name, old in olds.items():
+                if old is None:
+                    os.environ.pop(name)
+                else:
+                    os.environ[name] = old
     write_result(args.out, dict(dtype="bfloat16", tokens=32768, hidden=2048, rows=rows),
                  command="PYTHONPATH=. python3 " + " ".join(sys.argv))
 

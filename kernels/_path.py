@@ -357,9 +357,12 @@ def _block_prec(q):
 # tuning runs
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
-# head-dim columns per chunk of _bwd_diag_kernel (v10, H200: 64 columns 1.88 ms at D = 128, T = 1024, 32
-# columns 1.93, 16 columns 2.67, whole 128-column tiles 2.49)
-_DIAG_COLS = {64: 64, 128: 64}
+# head-dim columns per chunk of _bwd_diag_kernel for half-precision inputs at BT = 64, by head dim; other
+# configurations (float32, smaller blocks) take at most 64. v10, H200: 64 columns 1.88 ms at D = 128,
+# T = 1024, 32 columns 1.93, 16 columns 2.67, whole 128-column tiles 2.49; v16, with W and T W in the
+# transport dtype (v14): whole 128-column tiles are the faster, forward+backward 23.53 -> 23.25 ms at
+# T = 4096, 15.34 -> 15.08 at T = 1024, 46.06 -> 45.77 at T = 16384 (benchmarks/NOTES.md)
+_DIAG_COLS = {64: 64, 128: 128}
 # rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
 # (the forward's earlier segments) for half-precision inputs (a multiple of BT whose blocks tile the
 # segments and the sequence, else one block), by head dim (H200, benchmarks/NOTES.md, v8: at D = 64
@@ -422,9 +425,11 @@ def _block_cols(D: int) -> int:
     return _split_override("block_cols", D) or _BLOCK_COLS.get(D, D)
 
 
-def _diag_cols(D: int) -> int:
-    """Head-dim columns per chunk of ``_bwd_diag_kernel`` (divides D)."""
-    return _split_override("diag_cols", D) or _DIAG_COLS.get(D, D)
+def _diag_cols(D: int, BT: int = 64, half: bool = True) -> int:
+    """Head-dim columns per chunk of ``_bwd_diag_kernel`` (divides D): ``_DIAG_COLS`` for half-precision
+    inputs at ``BT = 64``, at most 64 otherwise, or the override."""
+    cols = _DIAG_COLS.get(D, D)
+    return _split_override("diag_cols", D) or (cols if half and BT == 64 else min(cols, 64))
 
 
 def _fp32_prec(q):
@@ -503,29 +508,36 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     # the intra kernel's query states, in the dtype of the products that read them
     scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
     Garg = Gh if has_g else lse
+    # W and T W for the intra and diagonal kernels in the backward's transport dtype (v14): each of
+    # their products rounds them to it anyway, so the copies change no result and halve those loads
+    wt, twt = (wf, TW) if q.dtype == torch.float32 else (wf.to(q.dtype), TW.to(q.dtype))
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC)
     aux = _aux_warps(q, warps)
     if NS > 1:
+        # the segment and pair products likewise (v15): the inter kernels use them only rounded to the
+        # transport dtype
+        segt, omt = (SEG, OM) if q.dtype == torch.float32 else (SEG.to(q.dtype), OM.to(q.dtype))
         QR = _query_rows(D, BT, SB, NB, q.dtype != torch.float32)
         _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, SEG, OM, dq0, dseg, dg, scale, T, NB, NS, SB),
+                (q0, KS, v, Garg, do, lse, delta, segt, omt, dq0, dseg, dg, scale, T, NB, NS, SB),
                 dict(meta, DC=_seg_split(D), QR=QR, num_warps=aux["inter_q"]), _stages(q, "inter_q"))
         _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, OM, dks, dv, dg, scale, T, NB, NS, SB),
+                (q0, KS, v, Garg, do, lse, delta, omt, dks, dv, dg, scale, T, NB, NS, SB),
                 dict(meta, KR=KR, DC=_seg_split(D), num_warps=aux["inter_kv"]), _stages(q, "inter_kv"))
+        del segt, omt
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()
     meta.update(num_stages=1)
     _run(kern._bwd_intra_kernel, (NS, B * HQ),
-         (q, v, wf, TW, KA, Garg, do, lse, delta, dq0, scr,
+         (q, v, wt, twt, KA, Garg, do, lse, delta, dq0, scr,
           dka, dv, dw, dtwq, dg, scale, T, NB, NS, SB), dict(meta, num_warps=aux["intra"]))
     del scr
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
     _run(kern._bwd_diag_kernel, (NB, B * HQ),
-         (q, k, v, wf, TW, TM, MM, Garg, do, lse, delta, dq0, dq, dk, dv, dw, dt, dg, scale, T, NB),
-         dict(meta, DC=_diag_cols(D), num_warps=aux["diag"]))
-    del dq0
+         (q, k, v, wt, twt, TM, MM, Garg, do, lse, delta, dq0, dq, dk, dv, dw, dt, dg, scale, T, NB),
+         dict(meta, DC=_diag_cols(D, BT, q.dtype != torch.float32), num_warps=aux["diag"]))
+    del dq0, wt, twt
     if grp > 1:
         dv = dv.view(B, T, HK, grp, D).sum(3)
         if NS > 1:
