@@ -46,7 +46,7 @@ def test_auto_backend_is_blockwise_on_cpu():
                                   "bench_path_v11.json", "profile_parts_v11.json", "bench_path_v13.json",
                                   "profile_parts_v13.json", "bench_path_v15.json", "tune_segments_v15.json",
                                   "tune_env_v15.json", "tune_env_v15_combined.json", "bench_path_v16.json",
-                                  "profile_parts_v16.json"])
+                                  "profile_parts_v16.json", "repeat_cell_v16.json"])
 def test_speed_records_have_provenance_and_numbers(name):
     rec = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
     assert {"device", "torch", "triton", "commit", "date", "command"} <= set(rec["provenance"])
@@ -77,3 +77,15 @@ def test_the_recorded_benchmark_meets_the_speed_requirement():
               for ours, theirs in (("ours_path", "fla_path"), ("ours_pathfox", "fla_pathfox"))
               if ms[(D, T, mode, ours)] >= ms[(D, T, mode, theirs)]]
     assert not slower, f"slower than fla: {slower}"
+
+
+def test_the_closest_cells_hold_in_every_round():
+    """The run-to-run check of the benchmark's closest PaTH cells (ours and fla interleaved, several
+    rounds on fresh inputs): ours is the faster in every round, and the summary is that of the rows."""
+    from benchmarks.repeat_cell import summarize
+    rec = json.loads((ROOT / "benchmarks" / "results" / "repeat_cell_v16.json").read_text())
+    pairs = sorted({(s["ours"], s["theirs"]) for s in rec["summary"]})
+    assert summarize(rec["rows"], pairs) == rec["summary"]
+    assert (128, 4096, "fwdbwd") in {(s["D"], s["T"], s["mode"]) for s in rec["summary"]}
+    for s in rec["summary"]:
+        assert s["rounds"] >= 5 and s["ours_faster_rounds"] == s["rounds"] and s["ratio_max"] < 1, s
