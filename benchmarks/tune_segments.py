@@ -36,6 +36,18 @@ def main():
     ap.add_argument("--rep", type=int, default=12)
     args = ap.parse_args()
     rows = []
+
+    def measure(fn, key):
+        """Time ``fn`` in every mode on the current inputs; one row per mode (``key`` plus the result)."""
+        for mode in args.modes.split(","):
+            try:
+                ms, peak = bench_one(fn, ins, mode, args.warmup, args.rep)
+                r = dict(key, mode=mode, ms=round(ms, 4), peak_mib=round(peak))
+            except Exception as e:
+                r = dict(key, mode=mode, error=repr(e)[:200])
+            rows.append(r)
+            print(r, flush=True)
+
     for spec in args.shapes.split(";"):
         D, T, sbs = spec.split(":")
         D, T = int(D), int(T)
@@ -49,15 +61,7 @@ def main():
                     continue  # warp variants at the default segment length only
                 fn = lambda q, k, v, w, b, g, sb=sb: kernels.path_attention(q, k, v, w, b, None, check_values=False,  # noqa: E731
                                                                           seg_blocks=sb)
-                for mode in args.modes.split(","):
-                    try:
-                        ms, peak = bench_one(fn, ins, mode, args.warmup, args.rep)
-                        r = dict(D=D, T=T, SB=sb, default_SB=default, warps=warps or "default", mode=mode,
-                                 ms=round(ms, 4), peak_mib=round(peak))
-                    except Exception as e:
-                        r = dict(D=D, T=T, SB=sb, warps=warps or "default", mode=mode, error=repr(e)[:200])
-                    rows.append(r)
-                    print(r, flush=True)
+                measure(fn, dict(D=D, T=T, SB=sb, default_SB=default, warps=warps or "default"))
         os.environ.pop("PATH_KERNELS_WARPS", None)
         for setting in filter(None, args.env.split("|")):
             olds = {}
@@ -65,15 +69,8 @@ def main():
                 name, _, value = item.partition("=")
                 olds[name] = os.environ.get(name)
                 os.environ[name] = value
-            fn = lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, None, check_values=False)  # noqa: E731
-            for mode in args.modes.split(","):
-                try:
-                    ms, peak = bench_one(fn, ins, mode, args.warmup, args.rep)
-                    r = dict(D=D, T=T, SB=default, env=setting, mode=mode, ms=round(ms, 4), peak_mib=round(peak))
-                except Exception as e:
-                    r = dict(D=D, T=T, SB=default, env=setting, mode=mode, error=repr(e)[:200])
-                rows.append(r)
-                print(r, flush=True)
+            measure(lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, None, check_values=False),
+                    dict(D=D, T=T, SB=default, env=setting))
             for name, old in olds.items():
                 if old is None:
                     os.environ.pop(name)
