@@ -18,7 +18,7 @@ from typing import Optional, TypeVar
 from .provenance import provenance_label
 
 __all__ = ["REPOSITORY", "BRANCH", "DEVICE", "device", "pick_preset", "repo_root", "load_result",
-           "show_provenance", "latest_result", "toc_files"]
+           "optional_result", "show_provenance", "latest_result", "toc_files"]
 
 # Must agree with `repository:` in _config.yml and book/_templates/first_cell.py (a test checks).
 REPOSITORY = "https://github.com/path-attention/path-book"
@@ -77,6 +77,16 @@ def load_result(relpath: str) -> dict:
     if "provenance" not in data:
         raise ValueError(f"{relpath} has no provenance block")
     return data
+
+
+def optional_result(relpath: str, what: str = "result") -> Optional[dict]:
+    """``load_result(relpath)``, or None when the record is missing or cannot be fetched; then it says
+    so (``No recorded {what} {file name}.``) instead of raising, so that a chapter can go on without it."""
+    try:
+        return load_result(relpath)
+    except (FileNotFoundError, OSError) as e:
+        print(f"No recorded {what} {Path(relpath).name}." + ("" if isinstance(e, FileNotFoundError) else f" ({e})"))
+        return None
 
 
 def latest_result(pattern: str, folder: str = "benchmarks/results"):

@@ -89,3 +89,11 @@ def test_the_closest_cells_hold_in_every_round():
     assert (128, 4096, "fwdbwd") in {(s["D"], s["T"], s["mode"]) for s in rec["summary"]}
     for s in rec["summary"]:
         assert s["rounds"] >= 5 and s["ours_faster_rounds"] == s["rounds"] and s["ratio_max"] < 1, s
+
+
+def test_optional_result_loads_a_record_or_says_it_is_missing(capsys):
+    from path_lib.notebook import optional_result
+    rec = optional_result("benchmarks/results/" + LATEST_BENCH, "benchmark")
+    assert rec is not None and "provenance" in rec and rec["rows"]
+    assert optional_result("benchmarks/results/no_such_record.json", "profile") is None
+    assert "No recorded profile no_such_record.json." in capsys.readouterr().out
