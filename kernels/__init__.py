@@ -27,7 +27,7 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
 #: point (24 of 24 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel sources whose SHA-256
 #: is ``_VERIFIED_SOURCES_SHA256``.
-VERIFIED_BY = "benchmarks/results/correctness_sweep_v16.json"
+VERIFIED_BY = "benchmarks/results/correctness_sweep.json"
 _VERIFIED_SOURCES_SHA256 = "e1f6b59e8a78b305b726e22ea8b265f4fb52d7a3f95a41d3948c34511f27f4f3"
 _SOURCES = ("_path.py", "_triton_kernels.py")
 
