@@ -1,10 +1,15 @@
 """Speed and peak memory of PaTH attention kernels on the GPU.
 
-B*T = 32768 tokens, H*D = 2048, D in {64, 128}, T in {1024, 2048, 4096, 8192, 16384}; bf16 q, k, v;
-float32 w, beta, g. Forward and forward+backward; median of ``triton.testing.do_bench``.
+B*T = 32768 tokens (and one sequence of T = 65536), H*D = 2048, D in {64, 128}; bf16 q, k, v; float32
+w, beta, g. Forward and forward+backward; median of ``triton.testing.do_bench``; peak memory above the
+inputs. The same run measures the GPU's two ceilings (a bf16 matrix product and a device-to-device copy),
+from which ``path_lib.speed`` computes each cell's floor.
 
 Methods:
-* ``sdpa``: PyTorch scaled_dot_product_attention, flash backend, causal (no position encoding);
+* ``sdpa``: PyTorch's ``scaled_dot_product_attention`` with its default dispatch, causal, no position
+  encoding: the fastest attention PyTorch has on this GPU (cuDNN on an H200). Which backend ran is read
+  off the CUDA kernels it launched (torch.profiler) and stored with the row (``backend``, ``kernels``);
+* ``sdpa_flash``: the same call with the FlashAttention backend forced (a second, labelled baseline);
 * ``ours_path`` / ``ours_pathfox``: ``kernels.path_attention`` without / with the gate;
 * ``fla_path`` / ``fla_pathfox``: fla-core 0.6.0 ``fla.ops.path_attn.parallel_path_attn`` (gate passed as
   g / scale, since fla scales the gate);
@@ -12,12 +17,20 @@ Methods:
 fla is recorded as "not available" when it cannot be imported.
 
     PYTHONPATH=. python3 benchmarks/bench_path.py [--out benchmarks/results/bench_path.json] [--quick]
+    PYTHONPATH=. python3 benchmarks/bench_path.py --warm-only --shapes 64:1024   # compile only (no record)
+
+Record schema 2: ``{schema, fla, dtype, tokens, hidden, do_bench, ceilings, rows}``; a row is
+``{D, H, T, B, method, mode, ms, peak_mib}`` (``ms: None`` and ``error`` when it failed), plus ``backend``
+and ``kernels`` for ``sdpa`` and ``config`` (block length, blocks per segment) for ours. ``--resume``
+keeps the rows of an existing ``--out`` file and measures only the missing ones.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 import traceback
 
 import torch
@@ -50,10 +63,15 @@ def make(B, T, H, D, gen):
     return q, k, v, w, beta, g
 
 
+SCHEMA = 2
+DEFAULT_SHAPES = "64:1024,64:4096,64:16384,64:65536,128:1024,128:4096,128:16384,128:65536"
+
+
 def methods(fla_path, fla_fox, D):
     scale = D ** -0.5
     m = {
         "sdpa": lambda q, k, v, w, b, g: _sdpa(q, k, v),
+        "sdpa_flash": lambda q, k, v, w, b, g: _sdpa(q, k, v, forced="flash"),
         "ours_path": lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, None, check_values=False),
         "ours_pathfox": lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, g, check_values=False),
     }
@@ -64,14 +82,74 @@ def methods(fla_path, fla_fox, D):
     return m
 
 
-def _sdpa(q, k, v):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+def _sdpa(q, k, v, forced=None):
+    """Causal SDPA on ``[B, T, H, D]`` tensors: PyTorch's default dispatch, or one backend forced."""
+    qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if forced is None:
+        o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION}[forced]):
+            o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
     return o.transpose(1, 2)
 
 
-def bench_one(fn, ins, mode, warmup, rep):
+def backend_of(kernel_names):
+    """Name the SDPA backend from the CUDA kernels one call launched (cuDNN, FlashAttention, the
+    memory-efficient kernel, or the math fallback)."""
+    names = " ".join(kernel_names).lower()
+    if "cudnn" in names or "cudnn_generated" in names:
+        return "cudnn"
+    if "flash" in names:
+        return "flash"
+    if "fmha" in names or "efficient" in names or "mem_eff" in names or "cutlass" in names:
+        return "efficient"
+    if "softmax" in names and ("gemm" in names or "gemv" in names):
+        return "math"
+    return "unknown"
+
+
+def sdpa_kernels(ins, mode):
+    """The CUDA kernel names that one default-dispatch SDPA call (``mode``) launches."""
+    from torch.profiler import ProfilerActivity, profile
+    q, k, v = ins[:3]
+    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        if mode == "fwd":
+            with torch.no_grad():
+                _sdpa(q, k, v)
+        else:
+            _sdpa(*leaves).backward(torch.ones_like(q))
+        torch.cuda.synchronize()
+    return sorted({ev.key[:120] for ev in prof.key_averages()
+                   if (getattr(ev, "self_device_time_total", 0) or 0) > 0})
+
+
+def ceilings(gen):
+    """The GPU's two ceilings, measured here: bf16 matrix-product rate (8192^3, TFLOP/s) and the
+    bandwidth of a device-to-device copy of 2 GiB (GB/s, bytes read plus bytes written)."""
+    import triton
+    n = 8192
+    a = torch.randn(n, n, generator=gen, device="cuda").bfloat16()
+    b = torch.randn(n, n, generator=gen, device="cuda").bfloat16()
+    mm_ms = triton.testing.do_bench(lambda: a @ b, warmup=25, rep=200, return_mode="median")
+    x = torch.randn(2**29, generator=gen, device="cuda")          # 2 GiB of float32
+    y = torch.empty_like(x)
+    cp_ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median")
+    nbytes = 2 * x.numel() * x.element_size()
+    del a, b, x, y
+    torch.cuda.empty_cache()
+    return dict(matmul_tflops=round(2 * n**3 / (mm_ms * 1e-3) / 1e12, 1), matmul_shape=[n, n, n],
+                copy_gbs=round(nbytes / (cp_ms * 1e-3) / 1e9, 1), copy_bytes=nbytes)
+
+
+def config_of(D, T):
+    """The kernels' block length and blocks per segment at this shape (bf16, forward+backward)."""
+    BT, SB = kernels.blocking(T, D, torch.bfloat16)
+    return dict(block=BT, seg_blocks=SB)
+
+
+def bench_one(fn, ins, mode, warmup, rep, warm_only=False):
     import triton
     q, k, v, w, b, g = ins
     if mode == "fwd":
@@ -87,6 +165,8 @@ def bench_one(fn, ins, mode, warmup, rep):
             o.backward(do)
     run()
     torch.cuda.synchronize()
+    if warm_only:
+        return None, None
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     run()
@@ -96,69 +176,110 @@ def bench_one(fn, ins, mode, warmup, rep):
     return ms, peak
 
 
+def parse_shapes(text):
+    """``"64:1024,128:65536"`` -> ``[(64, 1024), (128, 65536)]``; B = max(1, 32768 // T), H = 2048 // D."""
+    out = []
+    for item in text.split(","):
+        D, T = (int(x) for x in item.split(":"))
+        if D not in (64, 128) or T < 1:
+            raise ValueError(f"--shapes: bad shape {item!r} (D in 64, 128; T >= 1)")
+        out.append((D, T))
+    return out
+
+
+def summary_lines(rows):
+    """The closing table: ms, with ratios to the default SDPA and to fla, per shape and pass."""
+    ms = {(r["D"], r["T"], r["method"], r["mode"]): r.get("ms") for r in rows}
+    shapes = sorted({(r["D"], r["T"]) for r in rows})
+    out = ["| D | T | pass | SDPA default | SDPA flash | ours PaTH (x SDPA, x fla) | ours PaTH-FoX (x SDPA, x fla) | fla PaTH | fla PaTH-FoX |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda x: f"{x:.2f}" if x else "-"  # noqa: E731
+    for D, T in shapes:
+        for mode in ("fwd", "fwdbwd"):
+            s = ms.get((D, T, "sdpa", mode))
+
+            def cell(ours, theirs):
+                o, f = ms.get((D, T, ours, mode)), ms.get((D, T, theirs, mode))
+                if not o:
+                    return "-"
+                return f"{o:.2f} ({o / s:.2f}x, {o / f:.2f}x)" if (s and f) else f"{o:.2f}"
+            out.append(f"| {D} | {T} | {mode} | {fmt(s)} | {fmt(ms.get((D, T, 'sdpa_flash', mode)))} | "
+                       f"{cell('ours_path', 'fla_path')} | {cell('ours_pathfox', 'fla_pathfox')} | "
+                       f"{fmt(ms.get((D, T, 'fla_path', mode)))} | {fmt(ms.get((D, T, 'fla_pathfox', mode)))} |")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results/bench_path.json")
     ap.add_argument("--quick", action="store_true", help="T in {1024, 4096} only")
-    ap.add_argument("--Ts", default=None)
-    ap.add_argument("--Ds", default="64,128")
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="D:T pairs")
+    ap.add_argument("--methods", default=None, help="comma list (default: all available)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--rep", type=int, default=40)
+    ap.add_argument("--warm-only", action="store_true", help="run every method once per shape and pass (compile), record nothing")
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in --out, measure the rest")
+    ap.add_argument("--budget-s", type=float, default=None, help="stop starting new shapes after this many seconds")
     args = ap.parse_args()
+    t0 = time.time()
     fla_path, fla_fox, fla_ver = fla_ops()
-    Ts = [1024, 4096] if args.quick else [1024, 2048, 4096, 8192, 16384]
-    if args.Ts:
-        Ts = [int(x) for x in args.Ts.split(",")]
+    shapes = parse_shapes(args.shapes)
+    if args.quick:
+        shapes = [(D, T) for D, T in shapes if T in (1024, 4096)]
     gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
-    rows = []
     cmd = "PYTHONPATH=. python3 " + " ".join(sys.argv)
+    rows, ceil = [], None
+    if args.resume and os.path.exists(args.out):
+        old = json.loads(open(args.out).read())
+        rows, ceil = [r for r in old.get("rows", []) if r.get("ms") is not None], old.get("ceilings")
+    done = {(r["D"], r["T"], r["method"], r["mode"]) for r in rows}
+    if not args.warm_only and ceil is None:
+        ceil = ceilings(gen)
+        print("ceilings:", ceil, flush=True)
 
     def save():
-        write_result(args.out, dict(fla=fla_ver, dtype="bfloat16", tokens=32768, hidden=2048,
+        if args.warm_only:
+            return
+        write_result(args.out, dict(schema=SCHEMA, fla=fla_ver, dtype="bfloat16", tokens=32768, hidden=2048,
                                     do_bench=dict(warmup_ms=args.warmup, rep_ms=args.rep, stat="median"),
-                                    rows=rows), command=cmd)
-    for D in [int(x) for x in args.Ds.split(",")]:
-        H = 2048 // D
-        for T in Ts:
-            B = 32768 // T
-            ins = make(B, T, H, D, gen)
-            for name, fn in methods(fla_path, fla_fox, D).items():
-                for mode in ("fwd", "fwdbwd"):
-                    try:
-                        ms, peak = bench_one(fn, ins, mode, args.warmup, args.rep)
-                        r = dict(D=D, H=H, T=T, B=B, method=name, mode=mode, ms=round(ms, 4), peak_mib=round(peak, 1))
-                    except Exception as e:
-                        traceback.print_exc()
-                        r = dict(D=D, H=H, T=T, B=B, method=name, mode=mode, ms=None, error=repr(e)[:300])
+                                    ceilings=ceil, rows=rows), command=cmd)
+    for D, T in shapes:
+        if args.budget_s is not None and time.time() - t0 > args.budget_s:
+            print(f"budget of {args.budget_s:.0f} s reached: D={D}, T={T} and later shapes not measured", flush=True)
+            break
+        H, B = 2048 // D, max(1, 32768 // T)
+        ins = make(B, T, H, D, gen)
+        for name, fn in methods(fla_path, fla_fox, D).items():
+            if args.methods and name not in args.methods.split(","):
+                continue
+            for mode in ("fwd", "fwdbwd"):
+                if (D, T, name, mode) in done:
+                    continue
+                r = dict(D=D, H=H, T=T, B=B, method=name, mode=mode)
+                try:
+                    if args.warm_only:
+                        bench_one(fn, ins, mode, 1, 1, warm_only=True)
+                        continue
+                    ms, peak = bench_one(fn, ins, mode, args.warmup, args.rep)
+                    r.update(ms=round(ms, 4), peak_mib=round(peak, 1))
+                    if name == "sdpa":
+                        r["kernels"] = sdpa_kernels(ins, mode)
+                        r["backend"] = backend_of(r["kernels"])
+                    if name.startswith("ours"):
+                        r["config"] = config_of(D, T)
+                except Exception as e:
+                    traceback.print_exc()
+                    r.update(ms=None, error=repr(e)[:300])
+                if not args.warm_only:
                     rows.append(r)
                     print(r, flush=True)
-                    torch.cuda.empty_cache()
-            save()
-    # summary table: ratios to SDPA and to fla
-    def get(D, T, m, mode):
-        for r in rows:
-            if (r["D"], r["T"], r["method"], r["mode"]) == (D, T, m, mode):
-                return r.get("ms")
-    print("\n| D | T | mode | SDPA | ours PaTH (x SDPA, x fla) | ours PaTH-FoX (x SDPA, x fla) | fla PaTH | fla PaTH-FoX | fla FoX |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for D in [int(x) for x in args.Ds.split(",")]:
-        for T in Ts:
-            for mode in ("fwd", "fwdbwd"):
-                s = get(D, T, "sdpa", mode)
-                o1, o2 = get(D, T, "ours_path", mode), get(D, T, "ours_pathfox", mode)
-                f1, f2, f3 = get(D, T, "fla_path", mode), get(D, T, "fla_pathfox", mode), get(D, T, "fla_fox", mode)
-
-                def cell(o, f):
-                    if o is None:
-                        return "-"
-                    out = f"{o:.2f}"
-                    if s:
-                        out += f" ({o / s:.2f}x"
-                        out += f", {o / f:.2f}x)" if f else ")"
-                    return out
-                fmt = lambda x: f"{x:.2f}" if x else "-"  # noqa: E731
-                print(f"| {D} | {T} | {mode} | {fmt(s)} | {cell(o1, f1)} | {cell(o2, f2)} | {fmt(f1)} | {fmt(f2)} | {fmt(f3)} |")
+                torch.cuda.empty_cache()
+        del ins
+        torch.cuda.empty_cache()
+        save()
     save()
+    if not args.warm_only:
+        print("\n" + "\n".join(summary_lines(rows)))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 # The device copy has no git: pass the commit for provenance, e.g.
 #   PATH_BOOK_COMMIT=$(git rev-parse HEAD) bash benchmarks/run_device.sh sweep,profile
 # Usage: bash benchmarks/run_device.sh [STEPS]   STEPS: comma list of sweep, profile, variants, bench,
-#   bench-full, tune, diag32 (default sweep,bench); variants = benchmarks/prep_variants.py with Nsight Compute;
+#   tune, diag32 (default sweep,bench); bench = every shape of bench_path.py (compiled in parallel first, resumable); variants = benchmarks/prep_variants.py with Nsight Compute;
 #   tune = benchmarks/tune_segments.py (segment lengths and warp counts);
 #   diag32 = head dim 32 natively on Hopper (the padding work-around off) under compute-sanitizer. PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
 #   PATH_SWEEP_SHARDS: parallel sweep processes (default 7).
@@ -81,10 +81,18 @@ if has tune && [ "$(left)" -ge 60 ]; then
   timeout $(( $(left) - 5 )) python3 benchmarks/tune_segments.py --out "$OUTDIR/tune_segments.json" ${PATH_TUNE_ARGS:-} 2>&1 \
     | grep -v -i warn | tee "$OUTDIR/tune.log"
 fi
-if { has bench || has bench-full; } && [ "$(left)" -ge 60 ]; then
-  TS="1024,4096,16384"
-  has bench-full && TS="1024,2048,4096,8192,16384"
-  timeout $(( $(left) - 5 )) python3 benchmarks/bench_path.py --Ts "$TS" ${PATH_BENCH_ARGS:-} --out "$OUTDIR/bench_path.json" 2>&1 \
-    | tee "$OUTDIR/bench.log" | grep -v "^{'D'"
+if has bench && [ "$(left)" -ge 60 ]; then
+  SHAPES=${PATH_BENCH_SHAPES:-64:1024,64:4096,64:16384,64:65536,128:1024,128:4096,128:16384,128:65536}
+  # compile first, one process per shape in parallel (Triton's disk cache), then time in one process
+  for shape in ${SHAPES//,/ }; do
+    timeout $(( $(left) - 30 )) python3 benchmarks/bench_path.py --warm-only --shapes "$shape" \
+      > "/tmp/bench_warm_${shape/:/_}.log" 2>&1 &
+  done
+  wait
+  grep -il "error" /tmp/bench_warm_*.log | head -5
+  echo "bench: compiled at ${SECONDS}s"
+  RESUME=""; [ -f "$OUTDIR/bench_path.json" ] && RESUME="--resume"
+  timeout $(( $(left) - 5 )) python3 benchmarks/bench_path.py --shapes "$SHAPES" $RESUME ${PATH_BENCH_ARGS:-} \
+    --budget-s $(( $(left) - 90 )) --out "$OUTDIR/bench_path.json" 2>&1 | tee "$OUTDIR/bench.log" | grep -v "^{'D'"
 fi
 echo "run_device.sh done at ${SECONDS}s"

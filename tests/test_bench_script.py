@@ -1,0 +1,34 @@
+"""The speed benchmark's bookkeeping, on the CPU: shapes parse, the SDPA backend is named from the CUDA
+kernels it launched, and the closing table is computed from the rows (the timings need a GPU; their
+results are the recorded benchmark)."""
+import pytest
+
+from benchmarks.bench_path import backend_of, parse_shapes, summary_lines
+
+
+def test_parse_shapes():
+    assert parse_shapes("64:1024,128:65536") == [(64, 1024), (128, 65536)]
+    with pytest.raises(ValueError, match="--shapes"):
+        parse_shapes("32:1024")
+    with pytest.raises(ValueError):
+        parse_shapes("64-1024")
+
+
+@pytest.mark.parametrize("names, backend", [
+    (["cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_128x128x128"], "cudnn"),
+    (["void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>"], "flash"),
+    (["fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"], "efficient"),
+    (["ampere_bf16_s16816gemm_bf16_128x64", "void at::native::softmax_warp_forward<>"], "math"),
+    (["elementwise_kernel"], "unknown"),
+])
+def test_backend_of(names, backend):
+    assert backend_of(names) == backend
+
+
+def test_summary_lines_give_ratios_to_sdpa_and_fla():
+    rows = [dict(D=64, T=1024, method=m, mode="fwd", ms=ms) for m, ms in
+            (("sdpa", 0.5), ("sdpa_flash", 0.8), ("ours_path", 2.0), ("fla_path", 4.0), ("ours_pathfox", 3.0))]
+    lines = summary_lines(rows)
+    fwd = next(line for line in lines if "| fwd |" in line)
+    assert "| 0.50 | 0.80 | 2.00 (4.00x, 0.50x) | 3.00 |" in fwd     # PaTH-FoX: no fla row, so no ratio
+    assert "| fwdbwd |" in lines[-1] and lines[-1].count("| - ") >= 6
