@@ -1,0 +1,30 @@
+"""README's speed table is the current speed record's (benchmarks/results/bench_path.json), not typed in."""
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_speed_table(bench: dict) -> str:
+    """The README's table from the record: ms and ratios to the default SDPA and to fla, PaTH."""
+    ms = {(r["D"], r["T"], r["method"], r["mode"]): r["ms"] for r in bench["rows"] if r.get("ms")}
+    backend = {r["backend"] for r in bench["rows"] if r["method"] == "sdpa"}
+    lines = [f"| D | T | B | SDPA ({'/'.join(sorted(backend))}) fwd | PaTH fwd (x SDPA, x fla) | "
+             f"SDPA fwd+bwd | PaTH fwd+bwd (x SDPA, x fla) |", "|---|---|---|---|---|---|---|"]
+    for D, T in sorted({(r["D"], r["T"]) for r in bench["rows"]}):
+        B = next(r["B"] for r in bench["rows"] if (r["D"], r["T"]) == (D, T))
+        cells = []
+        for mode in ("fwd", "fwdbwd"):
+            s, o, f = ms[D, T, "sdpa", mode], ms[D, T, "ours_path", mode], ms[D, T, "fla_path", mode]
+            cells += [f"{s:.2f}", f"{o:.2f} ({o / s:.1f}x, {o / f:.2f}x)"]
+        lines.append(f"| {D} | {T} | {B} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def test_readme_speed_table_is_the_records():
+    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path.json").read_text())
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- speed-table -->\n(.*?)\n<!-- /speed-table -->", text, re.S)
+    assert block, "README.md lost its <!-- speed-table --> block"
+    assert block.group(1).strip() == readme_speed_table(bench)
