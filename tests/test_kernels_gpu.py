@@ -50,3 +50,23 @@ def test_bf16_rejected_before_sm80():
     w = torch.nn.functional.normalize(torch.randn(1, 8, 1, 32, device="cuda"), dim=-1)
     with pytest.raises(TypeError, match="bfloat16"):
         kernels.path_attention(q, q, q, w, torch.ones(1, 8, 1, device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_teaching_kernel(dtype):
+    """kernels/teaching.py (forward only, same heads, no gate) against the float64 UT all-pairs form,
+    at a ragged length (1000 tokens: the last 16-token block has 8)."""
+    if dtype == torch.bfloat16 and not BF16:
+        pytest.skip("bfloat16 needs compute capability >= 8.0")
+    from kernels.teaching import teaching_path_attention
+    from path_lib.attention import path_attention
+    gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    B, T, H, D = 2, 1000, 4, 64
+    q, k, v = (torch.randn(B, T, H, D, device="cuda", generator=gen).to(dtype) for _ in range(3))
+    w = torch.nn.functional.normalize(torch.randn(B, T, H, D, device="cuda", generator=gen), dim=-1)
+    beta = 2 * torch.rand(B, T, H, device="cuda", generator=gen)
+    o = teaching_path_attention(q, k, v, w, beta)
+    assert o.shape == q.shape and o.dtype == dtype
+    ref = path_attention(*(x.double() for x in (q, k, v, w, beta)), impl="parallel")
+    rel = ((o.double() - ref).norm() / ref.norm()).item()      # as benchmarks/correctness_sweep.py measures
+    assert rel < (1e-5 if dtype == torch.float32 else 2e-2), rel
