@@ -143,9 +143,9 @@ def ceilings(gen):
                 copy_gbs=round(nbytes / (cp_ms * 1e-3) / 1e9, 1), copy_bytes=nbytes)
 
 
-def config_of(D, T):
-    """The kernels' block length and blocks per segment at this shape (bf16, forward+backward)."""
-    BT, SB = kernels.blocking(T, D, torch.bfloat16)
+def config_of(D, T, mode):
+    """The kernels' block length and blocks per segment at this shape and pass (bf16)."""
+    BT, SB = kernels.blocking(T, D, torch.bfloat16, forward_only=(mode == "fwd"))
     return dict(block=BT, seg_blocks=SB)
 
 
@@ -266,7 +266,7 @@ def main():
                         r["kernels"] = sdpa_kernels(ins, mode)
                         r["backend"] = backend_of(r["kernels"])
                     if name.startswith("ours"):
-                        r["config"] = config_of(D, T)
+                        r["config"] = config_of(D, T, mode)
                 except Exception as e:
                     traceback.print_exc()
                     r.update(ms=None, error=repr(e)[:300])
