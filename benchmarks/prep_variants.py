@@ -4,7 +4,7 @@ time each shipped kernel at several warp counts and dot precisions in one GPU ca
 History: v4's ``_prep_kernel`` took ~7 ms (bf16, B*T = 32768, H*D = 2048); an earlier version of this
 script timed copies of it with one stage off at a time, which showed that 8 warps (255 registers, one
 program per SM, spills) and tf32x3 dots in the inverse were what cost, not the solve's arithmetic
-(``benchmarks/results/prep_variants_v4.json``, ``prep_variants_v5a.json``; ``benchmarks/NOTES.md``). v5
+(``benchmarks/results/history/prep_variants_v4.json``, ``prep_variants_v5a.json``; ``benchmarks/HISTORY.md``). v5
 split the work into ``_ut_kernel`` (the UT transform in float32 accuracy) and ``_prep_kernel`` (T W, M,
 K->), so this script now times the shipped kernels directly: there is no copy to keep in step.
 
