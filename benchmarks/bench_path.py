@@ -240,7 +240,7 @@ def main():
     def save():
         if args.warm_only:
             return
-        write_result(args.out, dict(schema=SCHEMA, kernel_sources_sha256=kernels.sources_sha256(), fla=fla_ver, dtype="bfloat16", tokens=32768, hidden=2048,
+        write_result(args.out, dict(schema=SCHEMA, kernel_sources_sha256=kernels.sources_sha256(), kernel_code_sha256=kernels.code_sha256(), fla=fla_ver, dtype="bfloat16", tokens=32768, hidden=2048,
                                     do_bench=dict(warmup_ms=args.warmup, rep_ms=args.rep, stat="median"),
                                     ceilings=ceil, rows=rows), command=cmd)
     for D, T in shapes:

@@ -244,7 +244,7 @@ def main():
     def save():
         n_ok = sum(r["ok"] for r in results)
         extra = dict(tree_note=note) if note else {}
-        write_result(args.out, dict(seed=seed, seeds=seeds, kernel_sources_sha256=kernels.sources_sha256(),
+        write_result(args.out, dict(seed=seed, seeds=seeds, kernel_sources_sha256=kernels.sources_sha256(), kernel_code_sha256=kernels.code_sha256(),
                                     tolerances={str(k)[6:]: v for k, v in TOL.items()},
                                     cases=results, passed=n_ok, total=len(results),
                                     kernels_sync=os.environ.get("PATH_KERNELS_SYNC", "0"),
@@ -304,7 +304,9 @@ def merge(paths, out):
     n_ok = sum(bool(c.get("ok")) for c in cases)
     first = shards[0] if shards else {}
     hashes = sorted({s.get("kernel_sources_sha256") for s in shards})
+    codes = sorted({str(s.get("kernel_code_sha256")) for s in shards})
     data = dict(seeds=[x for s in shards for x in s.get("seeds", [])], kernel_sources_sha256=hashes[0] if len(hashes) == 1 else hashes,
+                kernel_code_sha256=codes[0] if len(codes) == 1 else codes,
                 tolerances=first.get("tolerances"),
                 cases=cases, passed=n_ok, total=len(cases), kernels_sync=first.get("kernels_sync"),
                 pad_d32=first.get("pad_d32"), shards=[dict(file=os.path.basename(p), provenance=s["provenance"])

@@ -61,7 +61,7 @@ def _segments(n: int, BT: int, D: int) -> int:
 
 
 # blocks per segment at least, for a forward that records no gradient, with half-precision inputs at
-# D = 128 and BT = 64 (v11, H200, benchmarks/NOTES.md: the D x D segment products cost the forward
+# D = 128 and BT = 64 (v11, H200, benchmarks/HISTORY.md: the D x D segment products cost the forward
 # more than the longer own-segment loops save: 1024-token segments were the fastest forward, 2.54 ms
 # against 3.16 at the default 4 blocks for T = 1024, 4.47 against 4.57 at 8 for T = 4096; at T = 16384
 # the default is 16 blocks already)
@@ -290,13 +290,13 @@ def _stages(q, key: str) -> int:
 
 
 # pipelining depth per attention loop for half-precision inputs where shared memory is plentiful
-# (v10, H200, benchmarks/NOTES.md): the forward kernel's own-segment loop runs shorter unpipelined
+# (v10, H200, benchmarks/HISTORY.md): the forward kernel's own-segment loop runs shorter unpipelined
 # (221440 -> 49152 bytes of shared memory at D = 128: two programs per SM, as registers allow, instead
 # of one); the long loops over earlier segments gain from a third stage
 _STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
 
 
-# warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/NOTES.md (v5:
+# warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/HISTORY.md (v5:
 # 4 warps halve the per-block kernels' time at D = 64: 255 registers and spills at 8); the override
 # PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,diag=4,seg=4,seg_bwd=4,fwd=8,fwd_inter=8,inter_q=8,inter_kv=8" is
 # for tuning runs
@@ -310,7 +310,7 @@ def _aux_warps(q, warps):
     D = q.shape[-1]
     half = q.dtype != torch.float32
     if cuda8 and D >= 128 and half:
-        # v7 (H200, benchmarks/NOTES.md): one warpgroup per 64-row tile for the forward, the query
+        # v7 (H200, benchmarks/HISTORY.md): one warpgroup per 64-row tile for the forward, the query
         # side and the intra kernel (forward 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384);
         # v8: two warpgroups for the 128-row tiles of the query side (12.5 -> 10.6 ms) and of the
         # forward's earlier segments (_fwd_inter_kernel at 4 warps: 10.7 ms, at 8: 5.9 ms)
@@ -351,7 +351,7 @@ def _block_prec(q):
 
 # how the backward splits its D x D segment matrices (rows of the carried gradient per program of
 # _seg_bwd_kernel, columns per chunk in _seg_grad_kernel) and the head dim of _bwd_block_kernel (columns
-# per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/NOTES.md (v6).
+# per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/HISTORY.md (v6).
 # Module-level so that the CPU tests can split small head dims too; the override
 # PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,diag_cols=32,key_rows=128,query_rows=128,fwd_rows=128" is for
 # tuning runs
@@ -361,11 +361,11 @@ _BLOCK_COLS = {64: 32, 128: 32}
 # configurations (float32, smaller blocks) take at most 64. v10, H200: 64 columns 1.88 ms at D = 128,
 # T = 1024, 32 columns 1.93, 16 columns 2.67, whole 128-column tiles 2.49; v16, with W and T W in the
 # transport dtype (v14): whole 128-column tiles are the faster, forward+backward 23.53 -> 23.25 ms at
-# T = 4096, 15.34 -> 15.08 at T = 1024, 46.06 -> 45.77 at T = 16384 (benchmarks/NOTES.md)
+# T = 4096, 15.34 -> 15.08 at T = 1024, 46.06 -> 45.77 at T = 16384 (benchmarks/HISTORY.md)
 _DIAG_COLS = {64: 64, 128: 128}
 # rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
 # (the forward's earlier segments) for half-precision inputs (a multiple of BT whose blocks tile the
-# segments and the sequence, else one block), by head dim (H200, benchmarks/NOTES.md, v8: at D = 64
+# segments and the sequence, else one block), by head dim (H200, benchmarks/HISTORY.md, v8: at D = 64
 # 128 key rows doubled the key side's time and 128 query rows did not change the query side's)
 _KEY_ROWS = {128: 128}
 _QUERY_ROWS = {128: 128}
@@ -500,7 +500,7 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the diagonal kernel
     dk = torch.empty(B, T, HQ, D, **f32)
     # dK->, dW and d(T W) (v13) of the own-segment pairs, accumulated by the intra kernel (zeroing them
-    # there, at a block's first touch or before its loop, timed no faster: benchmarks/NOTES.md, v13)
+    # there, at a block's first touch or before its loop, timed no faster: benchmarks/HISTORY.md, v13)
     dka = torch.zeros(B, T, HQ, D, **f32)
     dw = torch.zeros(B, T, HQ, D, **f32)
     dtwq = torch.zeros(B, T, HQ, D, **f32)

@@ -19,12 +19,14 @@ Kernels. Forward: ``_ut_kernel`` (per block: the UT transform ``T``, ``N`` in fl
 ``R_j``, ``Kseg``, ``Seg``), ``_pair_kernel`` (``Om``), ``_fwd_kernel`` (per query block: diagonal block
 by the UT all-pairs form, own segment with the thin scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as
 plain attention against ``Kseg``, the query state there ``Q0 Om`` by random access: one ``D x D``
-product per earlier segment). Backward: ``_delta_kernel``
-(``do . o``), ``_bwd_inter_q_kernel`` (dQ0, dSeg), ``_bwd_inter_kv_kernel`` (dKseg, dV),
-``_bwd_intra_kernel`` (diagonal blocks and pairs inside a segment, transports, dW/dT of crossed
-blocks), ``_seg_bwd_kernel`` + ``_seg_grad_kernel`` (chain rule through the segment products) and
-``_bwd_block_kernel`` (per-block chain rule through T W, K->, M and the UT transform into dk, dw,
-dbeta). See ``benchmarks/NOTES.md``.
+product per earlier segment; on big GPUs with 16-bit inputs it stops after the own segment and
+``_fwd_inter_kernel`` continues over the earlier segments on 128-row tiles). Backward:
+``_delta_kernel`` (``do . o``), ``_bwd_inter_q_kernel`` (dQ0, dSeg), ``_bwd_inter_kv_kernel`` (dKseg,
+dV), ``_bwd_intra_kernel`` (pairs of blocks inside a segment, transports, dW and d(T W) of crossed
+blocks), ``_bwd_diag_kernel`` (the diagonal blocks, in parallel), ``_seg_bwd_kernel`` +
+``_seg_grad_kernel`` (chain rule through the segment products) and ``_bwd_block_kernel`` (per-block
+chain rule through T W, K->, M and the UT transform into dk, dw, dbeta). The design is in
+``benchmarks/DESIGN.md``; the ``vN`` tags in comments name sections of ``benchmarks/HISTORY.md``.
 """
 import os
 

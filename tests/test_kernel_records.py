@@ -20,14 +20,35 @@ def test_verified_flag_names_a_complete_passing_sweep():
             assert f"grid_{dt}_D{D}" in names
     assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end", "tiny_grad_bf16",
             "forward_only_D128_fp16_T1024", "forward_only_D128_bf16_T1700"} <= names
-    # the record is of these sources
-    assert rec["kernel_sources_sha256"] == kernels._VERIFIED_SOURCES_SHA256
+    # the record is of this kernel code: its code hash, or (records made before the code hash was stored)
+    # the code at its commit
+    recorded = rec.get("kernel_code_sha256") or _code_sha256_at(rec["provenance"]["commit"])
+    assert recorded == kernels._VERIFIED_CODE_SHA256
     assert all(c["ok"] for c in rec["cases"])
     # the commit as passed to the device run (PATH_BOOK_COMMIT): full or abbreviated (v6: 7 digits)
     assert "H200" in rec["provenance"]["device"] and re.fullmatch(r"[0-9a-f]{7,40}", rec["provenance"]["commit"])
-    # the flag is True exactly when the sources are the verified ones (a kernel edit turns it off)
-    assert kernels.GPU_VERIFIED == (kernels.sources_sha256() == kernels._VERIFIED_SOURCES_SHA256)
+    # the flag is True exactly when the code is the verified code (a code edit turns it off)
+    assert kernels.GPU_VERIFIED == (kernels.code_sha256() == kernels._VERIFIED_CODE_SHA256)
     assert isinstance(kernels.GPU_VERIFIED, bool)
+
+
+def test_the_kernels_on_main_are_the_verified_ones():
+    """Fails whenever the kernels' code differs from the code the last GPU sweep passed, so that an
+    unswept kernel change cannot land unnoticed (comments and docstrings may change freely)."""
+    import kernels
+    assert kernels.GPU_VERIFIED, (
+        "kernels.GPU_VERIFIED is False: the kernel code changed since the sweep in kernels.VERIFIED_BY. "
+        "Run the GPU sweep (PATH_BOOK_COMMIT=<commit> bash benchmarks/run_device.sh sweep) and update "
+        "_VERIFIED_CODE_SHA256 (benchmarks/DESIGN.md, How to change a kernel).")
+
+
+def test_the_gate_ignores_comments_and_docstrings_but_not_code():
+    import kernels
+    src = 'def f(x):\n    """Doc."""\n    # a comment\n    return x + 1  # trailing\n'
+    assert kernels.code_text(src) == "def f(x):\n    return x + 1\n"
+    assert kernels.code_text(src.replace("Doc.", "Fixed typo.").replace("a comment", "")) == kernels.code_text(src)
+    assert kernels.code_text(src.replace("x + 1", "x + 2")) != kernels.code_text(src)
+    assert kernels.code_text('s = "# not a comment"\n') == 's = "# not a comment"\n'
 
 
 def test_auto_backend_is_blockwise_on_cpu():
@@ -48,26 +69,27 @@ def test_speed_records_have_provenance_and_numbers(name):
     assert rec["rows"] and all(("ms" in r or "wall_ms" in r or "error" in r) for r in rec["rows"])
 
 
-def _sources_sha256_at(commit):
-    """SHA-256 of the kernel sources at ``commit`` (as kernels.sources_sha256 hashes them), from git."""
+def _code_sha256_at(commit):
+    """The kernels' code hash (kernels.code_sha256) at ``commit``, from git."""
     import hashlib
     import subprocess
+    import kernels
     h = hashlib.sha256()
     for name in ("_path.py", "_triton_kernels.py"):
-        out = subprocess.run(["git", "show", f"{commit}:kernels/{name}"], cwd=ROOT, capture_output=True)
+        out = subprocess.run(["git", "show", f"{commit}:kernels/{name}"], cwd=ROOT, capture_output=True, text=True)
         if out.returncode:
             pytest.skip(f"git cannot show {commit}:kernels/{name} (no history in this checkout)")
-        h.update(out.stdout)
+        h.update(f"{name}\n".encode() + kernels.code_text(out.stdout).encode())
     return h.hexdigest()
 
 
 def test_the_recorded_benchmark_is_of_the_verified_kernels():
     """The current speed record (bench_path.json) timed the kernel sources that the sweep verified: it
-    records their hash, or (records before the hash was stored) its commit has those sources."""
+    records their code hash, or (records before that hash was stored) its commit has that code."""
     import kernels
     bench = json.loads((ROOT / "benchmarks" / "results" / LATEST_BENCH).read_text())
-    recorded = bench.get("kernel_sources_sha256") or _sources_sha256_at(bench["provenance"]["commit"])
-    assert recorded == kernels._VERIFIED_SOURCES_SHA256
+    recorded = bench.get("kernel_code_sha256") or _code_sha256_at(bench["provenance"]["commit"])
+    assert recorded == kernels._VERIFIED_CODE_SHA256
     methods = {r["method"] for r in bench["rows"]}
     assert {"sdpa", "sdpa_flash", "ours_path", "ours_pathfox", "fla_path", "fla_pathfox"} <= methods
     assert {r["D"] for r in bench["rows"]} == {64, 128}
