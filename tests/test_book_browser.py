@@ -2,9 +2,14 @@
 
 Serves the site on 127.0.0.1 and drives Debian's Chromium through Playwright, with every request
 to any other host aborted and recorded: the site must work offline. Per page it checks that
-MathJax typeset all math without TeX errors, that no cell output shows an error, that the Colab
-link points at a notebook that exists in the repository, that static widgets respond to their
-sliders, and that no JavaScript error or failed local request happened.
+MathJax typeset all math without TeX errors, that no Markdown is left unrendered in the visible
+text (a table's `|---|` rule, `$...$` TeX, `--` turned into a dash), that no cell output shows an
+error, that the Colab link points at a notebook that exists in the repository, that static widgets
+respond to their sliders, and that no JavaScript error or failed local request happened. The speed
+page must show its Markdown tables as real tables.
+
+The text checks are plain functions (`raw_markdown_problems`) with unit tests that need no browser,
+fed text of the old, broken rendering.
 
 Without a build: skipped locally, failed when $CI is set (`make test` always builds first).
 """
@@ -22,13 +27,100 @@ import pytest
 from path_lib.notebook import toc_files
 
 ROOT = Path(__file__).resolve().parent.parent
-HTML = ROOT / "_build" / "html"
+# The built site; PATH_BOOK_HTML points the tests at another build (e.g. an older one, to compare).
+HTML = Path(os.environ.get("PATH_BOOK_HTML", ROOT / "_build" / "html"))
 CHROMIUM = os.environ.get("PATH_BOOK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 LOCAL_HOSTS = {"127.0.0.1"}
 
-pytestmark = pytest.mark.browser
+browser_test = pytest.mark.browser
+
+#: Pages whose cell outputs must contain real <table> elements (tables built with display(Markdown)).
+PAGES_WITH_OUTPUT_TABLES = {"book/part3/10_speed"}
+
+# --- Markdown left unrendered in the visible text -----------------------------------------------
+#: The rule row of a Markdown table, e.g. "|---|:--:|". Sphinx's smartquotes turns "---" into an
+#: em dash and "--" into an en dash, so an unrendered table may also read "|—|—|".
+TABLE_RULE = re.compile(r"\|[ \t]*:?(?:-{3,}|[\u2013\u2014][-\u2013\u2014]*):?[ \t]*\|")
+#: "$...$" left as text (pandoc's rule for inline math: no space just inside either dollar, no digit
+#: right after the closing one, so "$5 and $10" is not math) and "$$...$$" (may span lines).
+RAW_INLINE_MATH = re.compile(r"(?<![\\$])\$(?=[^\s$])[^$\n]{1,300}?(?<=[^\s$\\])\$(?![\d$])")
+RAW_DISPLAY_MATH = re.compile(r"(?<!\\)\$\$[^$]{1,2000}?\$\$")
+#: An option "--flag" whose "--" smartquotes turned into a dash ("–rep 25"): a dash glued to the
+#: start of a word.
+DASHED_OPTION = re.compile(r"(?<![\w\u2013\u2014-])[\u2013\u2014](?=[A-Za-z])")
+
+#: Internal project documents, which no page may show, not even in a cell's output (the sources
+#: are checked by tests/test_book_structure.py; this catches text that cells print).
+INTERNAL_DOCUMENTS = re.compile(r"(?i:PATH[_ ]NOTES|\bNOTES\.md\b|\bdesign[ -]notes?\b)|\bCONTRIBUTING\b"
+                                r"|\b(?:DESIGN|HISTORY)\.md\b")
+
+#: The article's text, as {prose, all}. "prose" leaves out what may legitimately hold "$" or "|---|"
+#: (code cells' source, literal blocks and inline code, typeset math); "all" keeps everything but
+#: scripts and styles. Taken from a clone of the article with a line break after every block element,
+#: so that collapsed dropdowns (exercise solutions) are included, which innerText would skip.
+ARTICLE_TEXT_JS = """() => {
+    const root = document.querySelector("main article") || document.querySelector("article") || document.body;
+    const text = (skip) => {
+        const clone = root.cloneNode(true);
+        clone.querySelectorAll(skip).forEach(e => e.remove());
+        clone.querySelectorAll("p, li, dt, dd, td, th, tr, h1, h2, h3, h4, h5, h6, caption, " +
+                               "figcaption, blockquote, div, section, table, br, pre")
+             .forEach(e => e.appendChild(document.createTextNode("\\n")));
+        return clone.textContent;
+    };
+    return {prose: text("div.cell_input, pre, code, kbd, samp, script, style, textarea, " +
+                        ".math, mjx-container, .MathJax"),
+            all: text("script, style, mjx-container")};
+}"""
+
+
+def raw_markdown_problems(text: str) -> list[str]:
+    """What in a page's visible ``text`` is Markdown that was not rendered (empty list: none)."""
+    problems = []
+    lines = text.splitlines()
+    for line in lines:
+        if TABLE_RULE.search(line):
+            problems.append(f"unrendered Markdown table: {line.strip()[:120]!r}")
+    for pattern in (RAW_DISPLAY_MATH, RAW_INLINE_MATH):
+        for m in pattern.finditer(text):
+            problems.append(f"unrendered math: {m.group(0)[:120]!r}")
+    for line in lines:
+        if DASHED_OPTION.search(line):
+            problems.append(f'"--" shown as a dash (smartquotes?): {line.strip()[:120]!r}')
+    return problems
+
+
+# Text of the old rendering (myst-nb's default "commonmark" for cell outputs, smartquotes on), as
+# the speed page showed it: the checks must flag every line of it.
+OLD_RENDERING = [
+    "| D | T | FlashAttention (GFLOP) | blockwise scan | Triton kernel (segmented) | segments x blocks |\n"
+    "|\u2014|\u2014|\u2014|\u2014|\u2014|\u2014|\n| 64 | 1024 | 146 | 2.62x | 1.95x | 4 x 4 |",
+    "| D | T | ratio |\n|---|---|:---:|\n| 64 | 1024 | 1.95x |",
+    "At $T \\ge 4096$ the kernel's forward needs 1.13 to 1.47 times FlashAttention's operations.",
+    "the error grows like $\\lVert \\hat w \\rVert^2$ here",
+    "a display\n$$\nS = QK^\\top\n$$\nend",
+    "Recorded run: NVIDIA H200, 2026-12-01; command: python3 benchmarks/bench_path.py \u2013rep 25",
+]
+
+# Rendered text that must pass: what a table, math and prose look like once rendered.
+GOOD_RENDERING = [
+    "D\tT\tFlashAttention (GFLOP)\n64\t1024\t146",
+    "It costs $5 to $10 per run, and 2 - 3 = -1; a range 1\u20132; a pause \u2014 then more.",
+    "x | y | z (a plain sentence with pipes)",
+    "Recorded run: NVIDIA H200; command: python3 benchmarks/bench_path.py --rep 25",
+]
+
+
+@pytest.mark.parametrize("text", OLD_RENDERING)
+def test_raw_markdown_is_detected(text):
+    assert raw_markdown_problems(text), f"not flagged: {text!r}"
+
+
+@pytest.mark.parametrize("text", GOOD_RENDERING)
+def test_rendered_text_passes(text):
+    assert raw_markdown_problems(text) == []
 
 
 def toc_pages() -> list[str]:
@@ -106,6 +198,7 @@ def page(browser):
         context.close()
 
 
+@browser_test
 @pytest.mark.parametrize("docname", toc_pages())
 def test_page(site, page, docname):
     url = f"{site}/{docname}.html"
@@ -130,6 +223,16 @@ def test_page(site, page, docname):
                            return mml.includes("<merror") || mml.includes('mathcolor="red"'); })
             .map(m => m.math)""")
         failures += [f"TeX error in: {tex!r}" for tex in bad_tex]
+
+    # --- no Markdown left unrendered in the visible text (outside code) --------------------------
+    text = page.evaluate(ARTICLE_TEXT_JS)
+    failures += raw_markdown_problems(text["prose"])
+    failures += [f"mentions an internal document: ...{text['all'][max(0, m.start() - 40):m.end() + 40]!r}..."
+                 for m in INTERNAL_DOCUMENTS.finditer(text["all"])]
+    if docname in PAGES_WITH_OUTPUT_TABLES:
+        n_tables = page.locator("div.cell_output table").count()
+        if n_tables == 0:
+            failures.append("no <table> in any cell output: display(Markdown(...)) tables not rendered")
 
     # --- cell outputs: no errors, no tracebacks ------------------------------------------------
     n_tb = page.locator(".output.traceback").count()
@@ -194,6 +297,7 @@ def _prod(xs):
     return out
 
 
+@browser_test
 def test_toc_pages_were_built(site):
     missing = [d for d in toc_pages() if not (HTML / f"{d}.html").exists()]
     assert not missing, f"pages in _toc.yml missing from the build (stale build?): {missing}"

@@ -94,3 +94,81 @@ def test_cited_keys_exist():
                 used.setdefault(key.strip(), str(path.relative_to(ROOT)))
     unknown = {k: where for k, where in used.items() if k not in keys}
     assert not unknown, f"citation keys not in book/references.bib: {unknown}"
+
+
+# --- Chapters: short cells, no internal documents ------------------------------------------------
+
+#: The longest code cell a chapter may have. Longer cells are split where the reader would pause
+#: (set-up / computation / figure), or their book-only helpers move into path_lib (with tests).
+MAX_CODE_CELL_LINES = 25
+
+#: Internal project documents. A chapter explains in its own words and cites the papers
+#: ({cite:p}`key`, book/references.bib); the reader has neither these files nor a reason to look.
+INTERNAL_DOCUMENTS = {
+    "PATH_NOTES": re.compile(r"PATH[_ ]NOTES", re.I),
+    "NOTES.md": re.compile(r"\bNOTES\.md\b", re.I),
+    "design notes": re.compile(r"\bdesign[ -]notes?\b", re.I),
+    "CONTRIBUTING": re.compile(r"\bCONTRIBUTING\b"),   # case-sensitive: "contributing" is English
+    # benchmarks/NOTES.md was split into these two; they are the same internal notes
+    "DESIGN.md / HISTORY.md": re.compile(r"\b(DESIGN|HISTORY)\.md\b"),
+}
+
+
+def toc_pages() -> list[Path]:
+    """The source file of every page in _toc.yml (.ipynb or .md), in toc order."""
+    pages = []
+    for f in toc_files():
+        for ext in (".ipynb", ".md"):
+            if (ROOT / f"{f}{ext}").exists():
+                pages.append(ROOT / f"{f}{ext}")
+                break
+    return pages
+
+
+TOC_PAGES = toc_pages()
+TOC_NOTEBOOKS = [p for p in TOC_PAGES if p.suffix == ".ipynb"]
+
+
+@pytest.mark.parametrize("path", TOC_NOTEBOOKS, ids=[str(p.relative_to(ROOT)) for p in TOC_NOTEBOOKS])
+def test_code_cells_are_short(path):
+    nb = json.loads(path.read_text())
+    long_cells = [f"cell {i} (id {c.get('id')}): {n} lines"
+                  for i, c in enumerate(nb["cells"])
+                  if c["cell_type"] == "code" and (n := len(source(c).splitlines())) > MAX_CODE_CELL_LINES]
+    assert not long_cells, (f"code cells longer than {MAX_CODE_CELL_LINES} lines (split them, or move "
+                            "book-only helpers into path_lib):\n  " + "\n  ".join(long_cells))
+
+
+def internal_document_mentions(text: str) -> list[str]:
+    """Every mention of an internal document in ``text``, with a little context."""
+    found = []
+    for name, pattern in INTERNAL_DOCUMENTS.items():
+        for m in pattern.finditer(text):
+            context = text[max(0, m.start() - 40):m.end() + 40].replace("\n", " ")
+            found.append(f"{name}: ...{context}...")
+    return found
+
+
+@pytest.mark.parametrize("text", ["see PATH_NOTES section 4", "(`benchmarks/NOTES.md`, v10)",
+                                  "the project's design notes", "Design notes say", "CONTRIBUTING.md: w is float32",
+                                  "quoted in PATH NOTES", "see `benchmarks/DESIGN.md`", "(HISTORY.md, v16)"])
+def test_internal_document_mentions_are_found(text):
+    assert internal_document_mentions(text)
+
+
+def test_ordinary_words_are_not_internal_documents():
+    assert not internal_document_mentions("each token contributing its own matrix; notes on the design "
+                                          "of the kernel; footnotes.md; the design of the kernel; "
+                                          "benchmarks/results/history/README.md")
+
+
+@pytest.mark.parametrize("path", TOC_PAGES, ids=[str(p.relative_to(ROOT)) for p in TOC_PAGES])
+def test_pages_do_not_cite_internal_documents(path):
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text())["cells"]
+        texts = [(f"cell {i} ({c['cell_type']}, id {c.get('id')})", source(c)) for i, c in enumerate(cells)]
+    else:
+        texts = [("page", path.read_text())]
+    found = [f"{where}: {hit}" for where, text in texts for hit in internal_document_mentions(text)]
+    assert not found, ("pages must explain in their own words and cite the papers, not internal "
+                       "documents:\n  " + "\n  ".join(found))
