@@ -1,5 +1,10 @@
 """Train TinyLM variants at a short context, evaluate at up to 64x that length, probe retrieval.
 
+For the recorded comparison use ``experiments/run_equal.py`` (equal steps by construction, three
+seeds, resumable across calls; see ``experiments/gpu_plan.md``). This script runs one process or
+several sharing a device; ``--deadline-s`` stops training as a safety, which makes the runs unequal
+(the record then says so under ``equal_training``).
+
     python experiments/run_lm.py --preset tiny --out results/lm/                 # CPU, a few minutes
     python experiments/run_lm.py --preset full --workers 9 --out results/lm/     # one H200, ~7 minutes
 
@@ -18,8 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from path_lib.lm import MODELS, PAPER_A_CURVES, PAPER_B_RATIOS, PRESETS, ratio_table, run_experiment  # noqa: E402
+from path_lib.lm import (COMPARISON_MODELS, MODELS, PAPER_A_CURVES, PAPER_B_RATIOS, PRESETS, ratio_table,  # noqa: E402
+                         run_experiment)
 from path_lib.provenance import write_result  # noqa: E402
+from path_lib.train import check_equal_training  # noqa: E402
 
 
 def main(argv=None):
@@ -32,23 +39,27 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=None, help="override the preset's steps")
     ap.add_argument("--workers", type=int, default=1, help="parallel processes, one model each")
     ap.add_argument("--deadline-s", type=float, default=None, help="safety stop for training (parallel runs)")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds (default: the preset's seed)")
     args = ap.parse_args(argv)
     cfg = PRESETS[args.preset]
     if args.train_seconds is not None:
         cfg.train_seconds = args.train_seconds
     if args.steps is not None:
         cfg.steps = args.steps
-    models = list(MODELS) if not args.models else args.models
+    models = list(COMPARISON_MODELS) if not args.models else args.models
     out = Path(args.out) / f"lm_{args.preset}.json"
     command = "python experiments/run_lm.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+
     def save(res, complete=False):
-        data = dict(res, preset=args.preset, complete=complete,
+        why = check_equal_training(res["records"], min_seeds=1) if complete else "the run is not finished"
+        data = dict(res, preset=args.preset, complete=complete, equal_training={"ok": why is None, "reason": why},
                     paper_b_ratios=PAPER_B_RATIOS, paper_a_curves=PAPER_A_CURVES)
         write_result(out, data, command=command)
 
     res = run_experiment(cfg, models, device=args.device, on_model_done=save, workers=args.workers,
-                         deadline_s=args.deadline_s)
+                         deadline_s=args.deadline_s, seeds=seeds)
     save(res, complete=True)
     print(ratio_table(res))
     print("wrote", out)

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Synthetic expressivity experiments of chapter 5, recorded as JSON with provenance.
 
+This is the earlier, time-budgeted runner: each run fits its schedule into a wall-clock budget, so
+models get unequal training. The equal-training runs (same steps, batches and schedule for every
+model, three seeds, SBA included, resumable) are ``experiments/run_equal.py``; see
+``experiments/gpu_plan.md``.
+
     PYTHONPATH=$PWD python3 experiments/run_synthetic.py --preset full --out results/synthetic/
 
 Runs, in parallel worker processes (one GPU is shared; small models are launch-bound, so several

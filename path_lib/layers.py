@@ -1,4 +1,4 @@
-"""Attention layers (PaTH, PaTH-FoX, RoPE, FoX, ALiBi, NoPE) with one interface, and a small ``TinyLM``.
+"""Attention layers (PaTH, PaTH-FoX, RoPE, FoX, ALiBi, NoPE, SBA) with one interface, and a small ``TinyLM``.
 
 Every attention layer maps ``x [B, T, d_model] -> [B, T, d_model]`` and has a recurrent
 ``step(x_t [B, d_model], state) -> (y_t [B, d_model], state)`` for generation whose outputs equal the
@@ -9,6 +9,10 @@ PaTH's per-token parameters follow the paper and fla's layer (PATH_NOTES section
     w_t    = L2norm_per_head(SiLU(CausalDepthwiseConv_3(LowRank(x_t))))
     beta_t = 2 * sigmoid(Linear(x_t))          one per key head, optionally clipped to beta_max < 2
     g_t    = logsigmoid(Linear(x_t))           one per query head (PaTH-FoX only)
+
+Layers whose class sets ``uses_token_ids = True`` (the token-angle rotations of
+:mod:`path_lib.rotations`) also read the token ids: ``TinyLM`` hands them over as ``layer.token_ids``
+(``[B, T]``, or ``[B, 1]`` in ``step``) for the duration of each call.
 """
 from __future__ import annotations
 
@@ -22,10 +26,11 @@ from ._checks import check_choice, check_tensor, check_tokens
 from .attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
                         softmax_attention, alibi_attention)
 from .decoding import PaTHCache
+from .sba import sba_attention, stick_breaking_weights
 
 __all__ = [
     "AttentionLayer", "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention",
-    "FoXAttention", "ATTENTION_LAYERS", "make_attention", "register_attention", "TinyLM",
+    "FoXAttention", "SBAAttention", "ATTENTION_LAYERS", "make_attention", "register_attention", "TinyLM",
     "BACKENDS",
 ]
 
@@ -196,6 +201,47 @@ class FoXAttention(_CachedSoftmaxAttention):
         return (total[:, :, None] - state["G"]).to(x_t.dtype)
 
 
+class SBAAttention(AttentionLayer):
+    """Stick-breaking attention (:mod:`path_lib.sba`): no position encoding, recency from the stick.
+
+    ``attend_current``: whether query ``i`` may attend to key ``i`` (default False, as in the SBA paper's
+    definition ``A_ij = beta_ij prod_{j<k<i} (1 - beta_ik)``). ``step`` keeps a plain key-value cache
+    and recomputes the query's stick over it (O(t D) per token and head).
+    """
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, attend_current: bool = False):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+        self.attend_current = bool(attend_current)
+
+    def forward(self, x):
+        _check_x(x, self.d_model)
+        q, k, v = self.qkv(x)
+        return self.out(sba_attention(q, k, v, attend_current=self.attend_current))
+
+    def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
+        _check_x(x_t, self.d_model, "x_t", ndim=2)
+        q, k, v = self.qkv(x_t[:, None])
+        k, v = k[:, 0, :, None], v[:, 0, :, None]            # [B, Hk, 1, Dh]
+        new = state is None
+        if self.attend_current:
+            state = {"k": k, "v": v} if new else {"k": torch.cat([state["k"], k], 2),
+                                                   "v": torch.cat([state["v"], v], 2)}
+            keys, values = state["k"], state["v"]
+        else:
+            keys, values = (None, None) if new else (state["k"], state["v"])
+        n_rep = self.n_heads // self.n_kv_heads
+        if keys is None:                                     # the first token has no earlier key
+            o = q.new_zeros(q.shape[0], self.n_heads, self.head_dim)
+        else:
+            keys, values = keys.repeat_interleave(n_rep, 1), values.repeat_interleave(n_rep, 1)
+            z = self.head_dim ** -0.5 * torch.einsum("bhd,bhtd->bht", q[:, 0], keys)
+            o = torch.einsum("bht,bhtd->bhd", stick_breaking_weights(z), values)
+        if not self.attend_current:
+            state = {"k": k, "v": v} if new else {"k": torch.cat([state["k"], k], 2),
+                                                   "v": torch.cat([state["v"], v], 2)}
+        return self.out(o[:, None])[:, 0], state
+
+
 class PaTHAttention(AttentionLayer):
     """PaTH attention (PaTH-FoX with ``use_forget_gate=True``).
 
@@ -310,6 +356,7 @@ ATTENTION_LAYERS: Dict[str, Callable[..., AttentionLayer]] = {
     "fox": FoXAttention,
     "path": PaTHAttention,
     "path_fox": lambda *a, **kw: PaTHAttention(*a, use_forget_gate=True, **kw),
+    "sba": SBAAttention,
 }
 
 
@@ -350,7 +397,8 @@ class TinyLM(nn.Module):
     Args:
         vocab_size: number of token ids.
         d_model, n_layers, n_heads: sizes.
-        attention: a name in ``ATTENTION_LAYERS`` ("nope", "rope", "alibi", "fox", "path", "path_fox", ...).
+        attention: a name in ``ATTENTION_LAYERS`` ("nope", "rope", "alibi", "fox", "path", "path_fox", "sba",
+            and the rotation variants of :mod:`path_lib.rotations`).
         mlp_ratio: hidden width of the MLP relative to d_model.
         tie_embeddings: share the input embedding and the output head.
         **attention_kwargs: passed to the attention layer (n_kv_heads, backend, beta_max, ...).
@@ -381,20 +429,34 @@ class TinyLM(nn.Module):
     def _check_tokens(self, tokens, ndim):
         check_tokens(tokens, self.vocab_size, ndim=ndim)
 
+    def _hand_token_ids(self, tokens: Optional[torch.Tensor]) -> None:
+        """Give the token ids to the layers that read them (``uses_token_ids``); None clears them."""
+        for block in self.blocks:
+            if getattr(block.attn, "uses_token_ids", False):
+                block.attn.token_ids = tokens
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         self._check_tokens(tokens, 2)
-        x = self.embed(tokens)
-        for block in self.blocks:
-            x = block(x)
+        self._hand_token_ids(tokens)
+        try:
+            x = self.embed(tokens)
+            for block in self.blocks:
+                x = block(x)
+        finally:
+            self._hand_token_ids(None)
         return self.head(self.norm(x))
 
     def step(self, token: torch.Tensor, state: Optional[list] = None):
         """One token per sequence: ``token [B]`` -> ``(logits [B, vocab_size], state)``."""
         self._check_tokens(token, 1)
         state = [None] * len(self.blocks) if state is None else state
-        x = self.embed(token)
-        for i, block in enumerate(self.blocks):
-            x, state[i] = block.step(x, state[i])
+        self._hand_token_ids(token[:, None])
+        try:
+            x = self.embed(token)
+            for i, block in enumerate(self.blocks):
+                x, state[i] = block.step(x, state[i])
+        finally:
+            self._hand_token_ids(None)
         return self.head(self.norm(x)), state
 
     @torch.no_grad()

@@ -6,18 +6,22 @@
 The pieces, usable on their own:
 
 * :data:`MODELS`: name -> TinyLM keyword arguments (NoPE, RoPE, ALiBi, FoX, PaTH, PaTH-FoX and the
-  accumulated-rotation variants of :mod:`path_lib.rotations`).
+  accumulated-rotation variants of :mod:`path_lib.rotations`: paper B's token-angle ``TokRot-*`` and
+  the earlier hidden-state ``HidRot-*``); :data:`COMPARISON_MODELS`: the nine of the recorded comparison.
 * :class:`LMConfig` and :data:`PRESETS` (``"tiny"``: CPU, the book build; ``"full"``: one H200).
-* :func:`train_model`: AdamW, warmup + cosine, gradient clipping, fixed number of steps; a fraction
-  ``probe_mix`` of each batch is a passkey example at the training length (so the probe measures how
-  a skill learned at the training length survives longer contexts).
+* :func:`train_model`: :func:`path_lib.train.train` (AdamW, warmup + cosine, gradient clipping, a fixed
+  number of steps, resumable from a checkpoint); a fraction ``probe_mix`` of each batch is a passkey
+  example at the training length (so the probe measures how a skill learned at the training length
+  survives longer contexts). Every model with seed ``s`` sees the same batches.
 * :func:`evaluate_lengths`: next-byte loss on the *same* validation bytes with contexts of growing
   length (so the ratio changes only through the context).
 * :func:`make_passkey`, :func:`probe_retrieval`: a passkey hidden at a random depth in real code and
   asked for at the end (RULER's single needle); exact match of the 5 digits under teacher forcing,
   which equals exact match of greedy generation (the first wrong digit is the first place where they
   could differ).
-* :func:`run_model`: train, evaluate and probe one model; :func:`run_experiment` runs them all.
+* :func:`run_model`: train, evaluate, probe one model (and measure its far attention mass,
+  :mod:`path_lib.farmass`); :func:`run_experiment` runs them all, for one or several seeds, and returns
+  per-run records for :func:`path_lib.train.comparison_table`.
 * :data:`PAPER_B_RATIOS`, :data:`PAPER_A_CURVES`: the papers' numbers and statements, for side-by-side
   tables, always labelled as the papers'.
 """
@@ -32,13 +36,16 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-from . import rotations  # noqa: F401  (registers rand_rot_qk, rand_rot_qkv, learned_rot)
+from . import rotations  # noqa: F401  (registers the rotation variants)
 from .corpus import Corpus, encode, load_stdlib_corpus, sample_windows
 from .layers import TinyLM
+from .train import TrainConfig, json_key, run_record, train
 
-__all__ = ["MODELS", "LMConfig", "PRESETS", "PAPER_B_RATIOS", "PAPER_A_CURVES", "build_model",
-           "path_backend", "pick_backend", "time_step", "train_model", "evaluate_lengths", "make_passkey",
-           "passkey_batch", "probe_retrieval", "run_model", "run_experiment", "summary_line", "ratio_table"]
+__all__ = ["MODELS", "COMPARISON_MODELS", "LEGACY_MODEL_NAMES", "LMConfig", "PRESETS", "PAPER_B_RATIOS",
+           "PAPER_A_CURVES", "build_model", "token_sigma_min", "path_backend", "pick_backend", "time_step",
+           "train_model", "evaluate_lengths", "make_passkey", "passkey_batch", "probe_retrieval", "run_model",
+           "run_experiment", "summary_line", "ratio_table", "lm_metrics", "seed_curves", "record_inequality",
+           "steps_table", "paper_checks", "flat_and_degrading"]
 
 MODELS: Dict[str, dict] = {
     "NoPE": dict(attention="nope"),
@@ -47,19 +54,29 @@ MODELS: Dict[str, dict] = {
     "FoX": dict(attention="fox"),
     "PaTH": dict(attention="path"),
     "PaTH-FoX": dict(attention="path_fox"),
-    "rand_rot_qk": dict(attention="rand_rot_qk"),
-    "rand_rot_qkv": dict(attention="rand_rot_qkv"),
-    "learned_rot": dict(attention="learned_rot"),
+    # paper B's variants: step angles from the token ids (a per-token table), a spread of block scales
+    "TokRot-QK": dict(attention="tok_rot_qk"),
+    "TokRot-QKV": dict(attention="tok_rot_qkv"),
+    "TokRot-learned": dict(attention="tok_rot_learned"),
+    # this project's first instantiation: angles from the hidden state of every layer (scales up to pi)
+    "HidRot-QK": dict(attention="hid_rot_qk"),
+    "HidRot-QKV": dict(attention="hid_rot_qkv"),
+    "HidRot-learned": dict(attention="hid_rot_learned"),
 }
+#: the models of the recorded comparison (the hidden-state rotations are kept for the older records)
+COMPARISON_MODELS = ["NoPE", "RoPE", "ALiBi", "FoX", "PaTH", "PaTH-FoX", "TokRot-QK", "TokRot-QKV", "TokRot-learned"]
+#: names used in records made before the token-angle variants existed -> today's names
+LEGACY_MODEL_NAMES = {"rand_rot_qk": "HidRot-QK", "rand_rot_qkv": "HidRot-QKV", "learned_rot": "HidRot-learned"}
 
 # Paper B (Godavarti 2026), trained at 512 on OpenWebText, 16 layers x 768: ppl(L) / ppl(512).
-# From the paper's summary (PATH_NOTES section 10). "random rotations" does not say Q/K or Q/K/V.
+# From the paper's summary; "random accumulated rotations" at 8K does not say Q/K or Q/K/V.
+# "ours": the closest of our models (paper B's form: token-angle rotations).
 PAPER_B_RATIOS: List[dict] = [
-    {"model": "RoPE", "length": 8192, "train_len": 512, "ratio": 16.2},
-    {"model": "random accumulated rotations", "length": 8192, "train_len": 512, "ratio": 1.60},
-    {"model": "rand_rot_qkv", "length": 65536, "train_len": 512, "ratio": 1.59},
-    {"model": "rand_rot_qk", "length": 65536, "train_len": 512, "ratio": 7.49},
-    {"model": "ALiBi", "length": 65536, "train_len": 512, "ratio": 0.96},
+    {"model": "RoPE", "ours": "RoPE", "length": 8192, "train_len": 512, "ratio": 16.2},
+    {"model": "random accumulated rotations", "ours": "TokRot-QK", "length": 8192, "train_len": 512, "ratio": 1.60},
+    {"model": "random rotations, Q/K/V", "ours": "TokRot-QKV", "length": 65536, "train_len": 512, "ratio": 1.59},
+    {"model": "random rotations, Q/K only", "ours": "TokRot-QK", "length": 65536, "train_len": 512, "ratio": 7.49},
+    {"model": "ALiBi", "ours": "ALiBi", "length": 65536, "train_len": 512, "ratio": 0.96},
 ]
 # Paper A (Yang et al. 2025), 760M params trained at 4096: qualitative extrapolation curves.
 PAPER_A_CURVES: Dict[str, str] = {
@@ -67,7 +84,7 @@ PAPER_A_CURVES: Dict[str, str] = {
     "PaTH": "stable to about 32K (8x), then degrades (most on code)",
     "FoX": "stable to 64K (16x)",
     "PaTH-FoX": "stable to 64K (16x), lower perplexity than FoX",
-    "learned_rot": "(paper B) stays near training perplexity far past 512",
+    "TokRot-learned": "(paper B, learned token-dependent rotations) stays near training perplexity far past 512",
 }
 
 
@@ -97,6 +114,8 @@ class LMConfig:
     train_seconds: Optional[float] = None   # if set: steps = min(steps, budget / slowest model's step)
     path_block_size_train: int = 64
     path_block_size_eval: int = 64
+    far_mass_windows: int = 0                # > 0: measure far attention mass (path_lib.farmass) after training
+    far_mass_distance: Optional[int] = None  # M (default train_len // 2)
 
 
 PRESETS: Dict[str, LMConfig] = {
@@ -110,6 +129,13 @@ PRESETS: Dict[str, LMConfig] = {
                      warmup=60, eval_mults=(1, 2, 4, 8, 16, 32, 64), eval_tokens=16384,
                      eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16), probe_examples=64,
                      corpus_bytes=32_000_000, path_block_size_train=128, path_block_size_eval=256),
+    # One H200, equal training by construction (experiments/run_equal.py): every model and seed the same
+    # steps on the same batches; sizes chosen in experiments/gpu_plan.md from measured step rates.
+    "equal": LMConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64, steps=500, lr=2e-3,
+                      warmup=40, eval_mults=(1, 2, 4, 8, 16, 64), eval_tokens=8192,
+                      eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16), probe_examples=32,
+                      corpus_bytes=32_000_000, path_block_size_train=128, path_block_size_eval=256,
+                      far_mass_windows=8),
 }
 
 
@@ -130,7 +156,9 @@ def path_backend(device) -> str:
 
 def build_model(name: str, cfg: LMConfig, *, device="cpu", path_backend_name: str = "blockwise",
                 seed: Optional[int] = None) -> TinyLM:
-    """A byte-level ``TinyLM`` (vocab 256) with the attention of ``MODELS[name]``, seeded."""
+    """A byte-level ``TinyLM`` (vocab 256) with the attention of ``MODELS[name]``, seeded (a legacy name of
+    :data:`LEGACY_MODEL_NAMES` builds today's model of that name)."""
+    name = LEGACY_MODEL_NAMES.get(name, name)
     if name not in MODELS:
         raise ValueError(f"model must be one of {sorted(MODELS)}, got {name!r}")
     torch.manual_seed(cfg.seed if seed is None else seed)
@@ -138,7 +166,16 @@ def build_model(name: str, cfg: LMConfig, *, device="cpu", path_backend_name: st
     if kw["attention"] in ("path", "path_fox"):
         kw["backend"] = path_backend_name
         kw["block_size"] = cfg.path_block_size_train
+    if kw["attention"].startswith("tok_rot"):
+        kw.setdefault("sigma_min", token_sigma_min(cfg.train_len))
     return TinyLM(256, cfg.d_model, cfg.n_layers, cfg.n_heads, **kw).to(device)
+
+
+def token_sigma_min(train_len: int) -> float:
+    """The slowest block's angle scale for the token-angle rotations: its mixing window
+    ``2 / sigma^2`` (:func:`path_lib.rotations.mixing_windows`) is half the training length, so every
+    block has mixed within the contexts seen in training (the fastest, ``sigma = 1``, in 2 tokens)."""
+    return min(1.0, math.sqrt(2.0 / max(1.0, train_len / 2)))
 
 
 def _set_path_block_size(model: TinyLM, block_size: int) -> None:
@@ -238,47 +275,30 @@ def _lr(step: int, cfg: LMConfig, steps: int) -> float:
 
 def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional[int] = None, device="cpu",
                 log_every: int = 10, callback: Optional[Callable[[int, float], None]] = None,
-                deadline: Optional[float] = None) -> dict:
-    """Train ``model`` for ``steps`` (default ``cfg.steps``) AdamW steps on ``corpus.train``.
+                deadline: Optional[float] = None, checkpoint_path: Optional[str] = None,
+                stop_after_steps: Optional[int] = None) -> dict:
+    """Train ``model`` for ``steps`` (default ``cfg.steps``) AdamW steps on ``corpus.train`` with
+    :func:`path_lib.train.train` (warm-up, cosine to 0.1 x lr, clipping; data generator seeded
+    ``cfg.seed + 1``, so every model with the same seed sees the same batches).
 
-    ``deadline``: a ``time.time()`` value at which training stops early (a safety for time-limited runs).
-    Returns ``{"steps", "steps_planned", "stopped_early", "seconds", "tokens", "loss_curve": [[step, loss],
-    ...], "final_loss"}`` (``final_loss``: mean of the last 10% of steps' training losses, nats per byte).
+    ``deadline`` (a ``time.time()`` value) / ``stop_after_steps``: stop without changing the schedule;
+    with ``checkpoint_path`` the run resumes from there in a later call (bit-identically on CPU).
+    Returns ``{"steps", "steps_planned", "stopped_early", "complete", "seconds", "wall_seconds", "tokens",
+    "final_lr", "loss_curve": [[step, loss], ...], "final_loss", "config", ...}`` (``final_loss``: mean of
+    the last 10% of steps' training losses, nats per byte).
     """
     steps = cfg.steps if steps is None else steps
-    model.train()
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
-    g = torch.Generator().manual_seed(cfg.seed + 1)
-    curve, losses = [], []
-    t0 = time.perf_counter()
-    planned, done = steps, 0
-    for step in range(steps):
-        if deadline is not None and time.time() > deadline:
-            break
-        done = step + 1
-        for group in opt.param_groups:
-            group["lr"] = _lr(step, cfg, steps)
-        x, y = _batch(corpus, cfg, g, device)
-        loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
-        if step % log_every == 0 or step == steps - 1:
-            lv = float(loss.detach())
-            curve.append([step, lv])
-            if callback is not None:
-                callback(step, lv)
-        losses.append(loss.detach())
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - t0
-    return {"steps": done, "steps_planned": planned, "stopped_early": done < planned, "seconds": seconds,
-            "tokens": done * cfg.batch * cfg.train_len, "loss_curve": curve,
-            "final_loss": float(torch.stack(losses[-max(1, done // 10):]).mean()) if losses else float("nan")}
+    tc = TrainConfig(steps=steps, lr=cfg.lr, warmup=min(cfg.warmup, steps), min_lr_ratio=0.1,
+                     weight_decay=cfg.weight_decay, betas=(0.9, 0.95), grad_clip=cfg.clip, seed=cfg.seed)
+    r = train(model, lambda step, g: _batch(corpus, cfg, g, device), tc, device=device, progress=False,
+              log_every=log_every, callback=callback, deadline=deadline, checkpoint_path=checkpoint_path,
+              stop_after_steps=stop_after_steps, data_seed=cfg.seed + 1)
+    return {"steps": r["steps_done"], "steps_planned": r["steps_requested"], "stopped_early": r["stopped_early"],
+            "complete": r["complete"], "seconds": r["train_seconds"], "wall_seconds": r["wall_seconds"],
+            "calls": r["calls"], "tokens": r["tokens_seen"], "final_lr": r["final_lr"],
+            "loss_curve": [[h["step"], h["loss"]] for h in r["history"]], "final_loss": r["final_train_loss"],
+            "config": r["config"], "steps_requested": r["steps_requested"], "steps_done": r["steps_done"],
+            "tokens_seen": r["tokens_seen"], "data_seed": r["data_seed"]}
 
 
 def time_step(name: str, cfg: LMConfig, corpus: Corpus, *, device="cpu", path_backend_name="blockwise",
@@ -350,33 +370,73 @@ def evaluate_lengths(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], 
     return out
 
 
+def lm_metrics(ev: dict, probe: dict, train_len: int, final_loss: float) -> Dict[str, float]:
+    """The per-run numbers a comparison is built from: ``ppl_train``, ``ratio_<m>x``, ``ppl_<m>x``,
+    ``passkey_<m>x`` (exact match) and ``final_loss``."""
+    out = {"ppl_train": ev["ppl"][0], "final_loss": final_loss}
+    for L, r, pp in zip(ev["lengths"], ev["ratio"], ev["ppl"]):
+        out[f"ratio_{L // train_len}x"], out[f"ppl_{L // train_len}x"] = r, pp
+    for L, e in zip(probe["lengths"], probe["exact"]):
+        out[f"passkey_{L // train_len}x"] = e
+    return out
+
+
 def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="cpu",
               path_backend_name: str = "blockwise", seed: Optional[int] = None,
-              deadline: Optional[float] = None) -> dict:
-    """Train model ``name`` for ``steps`` steps, evaluate it at ``cfg.eval_mults`` x ``train_len`` and
-    probe it at ``cfg.probe_mults`` x ``train_len``.
+              deadline: Optional[float] = None, checkpoint_path: Optional[str] = None,
+              stop_after_steps: Optional[int] = None, eval_guard: Optional[Callable] = None) -> dict:
+    """Train model ``name`` for ``steps`` steps, evaluate it at ``cfg.eval_mults`` x ``train_len``, probe
+    it at ``cfg.probe_mults`` x ``train_len`` and (``cfg.far_mass_windows > 0``) measure its far
+    attention mass at the evaluation lengths (:func:`path_lib.farmass.far_mass_by_length`).
 
-    ``deadline`` (a ``time.time()`` value) is a safety stop: training ends there even if fewer steps
-    were done (``train["steps"]`` then says how many; the run is flagged ``stopped_early``).
-    Returns ``{"params", "seed", "train", "eval" (with "ratio": ppl(L) / ppl(train_len)), "probe",
-    "eval_seconds"}``.
+    ``deadline`` / ``stop_after_steps`` stop training without changing the schedule; with
+    ``checkpoint_path`` a later call resumes there. An incomplete run is returned without evaluation.
+    ``eval_guard``: a context-manager factory held around the evaluation (e.g. a slot lock that keeps
+    the memory-hungry long-context evaluations of parallel processes from running all at once).
+    Returns ``{"model", "params", "seed", "complete", "train", "eval" (with "ratio": ppl(L) / ppl(train_len)),
+    "probe", "far_mass", "eval_seconds", "record"}`` (``record``: :func:`path_lib.train.run_record`).
     """
     seed = cfg.seed if seed is None else seed
     model = build_model(name, cfg, device=device, path_backend_name=path_backend_name, seed=seed)
-    tr = train_model(model, corpus, dataclasses.replace(cfg, seed=seed), steps=steps, device=device,
-                     deadline=deadline)
+    run_cfg = dataclasses.replace(cfg, seed=seed)
+    tr = train_model(model, corpus, run_cfg, steps=steps, device=device, deadline=deadline,
+                     checkpoint_path=checkpoint_path, stop_after_steps=stop_after_steps)
+    data_key = (f"stdlib:{corpus.info.get('sha1')}|train_len={cfg.train_len}|batch={cfg.batch}|"
+                f"probe_mix={cfg.probe_mix}|data_seed={seed + 1}")
+    out = {"model": name, "params": model.num_parameters(), "seed": seed, "complete": tr["complete"], "train": tr}
+    if not tr["complete"]:
+        out["record"] = run_record(tr, model=name, seed=seed, data_key=data_key, batch_size=cfg.batch)
+        return out
     _set_path_block_size(model, cfg.path_block_size_eval)
     cap = cfg.eval_max_len.get(name)
+    import contextlib
+    with (eval_guard() if eval_guard is not None else contextlib.nullcontext()):
+        out.update(_evaluate_model(name, model, cfg, corpus, tr, cap, device, seed, data_key))
+    return out
+
+
+def _evaluate_model(name, model, cfg, corpus, tr, cap, device, seed, data_key) -> dict:
     t0 = time.perf_counter()
-    ev = evaluate_lengths(model, corpus.val, [m * cfg.train_len for m in cfg.eval_mults
-                                              if cap is None or m * cfg.train_len <= cap],
-                          train_len=cfg.train_len, tokens_per_length=cfg.eval_tokens,
+    lengths = [m * cfg.train_len for m in cfg.eval_mults if cap is None or m * cfg.train_len <= cap]
+    ev = evaluate_lengths(model, corpus.val, lengths, train_len=cfg.train_len, tokens_per_length=cfg.eval_tokens,
                           chunk_tokens=cfg.eval_chunk_tokens, device=device)
     pr = probe_retrieval(model, [m * cfg.train_len for m in cfg.probe_mults if cap is None or m * cfg.train_len <= cap],
                          cfg.probe_examples, corpus.val, device=device, chunk_tokens=cfg.eval_chunk_tokens)
     ev["ratio"] = [p / ev["ppl"][0] for p in ev["ppl"]]
-    return {"params": model.num_parameters(), "seed": seed, "train": tr, "eval": ev, "probe": pr,
-            "eval_seconds": time.perf_counter() - t0}
+    fm = None
+    if cfg.far_mass_windows > 0:
+        from .farmass import far_mass_by_length
+        M = cfg.far_mass_distance if cfg.far_mass_distance is not None else cfg.train_len // 2
+        fm = far_mass_by_length(model, corpus.val, lengths, distance=M, n_windows=cfg.far_mass_windows,
+                                chunk_tokens=cfg.eval_chunk_tokens, device=device)
+        fm = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in fm.items()}
+    metrics = lm_metrics(ev, pr, cfg.train_len, tr["final_loss"])
+    if fm is not None:
+        for L, v in zip(fm["lengths"], fm["mean_far_mass"]):
+            metrics[f"far_mass_{L // cfg.train_len}x"] = v
+    return {"eval": ev, "probe": pr, "far_mass": fm, "eval_seconds": time.perf_counter() - t0,
+            "record": run_record(tr, model=name, seed=seed, metrics=metrics, data_key=data_key,
+                                 batch_size=cfg.batch)}
 
 
 def pick_backend(cfg: LMConfig, device, verbose: bool = False) -> str:
@@ -393,33 +453,37 @@ def pick_backend(cfg: LMConfig, device, verbose: bool = False) -> str:
     return backend
 
 
-def _model_job(name: str, cfg: LMConfig, steps: int, device, backend: str, deadline: Optional[float]):
+def _model_job(name: str, cfg: LMConfig, steps: int, device, backend: str, deadline: Optional[float],
+               seed: Optional[int] = None):
     """One model in a worker process (reads the corpus itself)."""
     torch.set_num_threads(1)
     if torch.device(device).type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
     return name, run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend,
-                           deadline=deadline), corpus.info
+                           deadline=deadline, seed=seed), corpus.info
 
 
 def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, device=None,
                    corpus: Optional[Corpus] = None, on_model_done: Optional[Callable[[dict], None]] = None,
-                   verbose: bool = True, workers: int = 1, deadline_s: Optional[float] = None) -> dict:
+                   verbose: bool = True, workers: int = 1, deadline_s: Optional[float] = None,
+                   seeds: Optional[Sequence[int]] = None) -> dict:
     """Train every model at ``cfg.train_len``, evaluate at ``cfg.eval_mults`` x it, probe; return all.
 
-    Every model trains for the same number of steps on the same batches. With ``cfg.train_seconds``
-    set (one process only), that number is ``min(cfg.steps, train_seconds / slowest step time)``
-    (timed first); otherwise ``cfg.steps``.
-    ``workers > 1`` trains the models in that many parallel processes sharing the device (small models
-    are launch-bound, so a GPU is used several times better); ``deadline_s`` then stops training after
-    that many seconds as a safety (the model's ``train["stopped_early"]`` says so).
-    ``on_model_done(results_so_far)`` is called after each model (to save partial results).
-    Returns ``{"config", "corpus", "device", "path_backend", "steps", "step_seconds", "workers",
-    "models": {...}}``, models in the order asked for.
+    Every model trains for the same number of steps on the same batches (per seed) with the same
+    schedule. With ``cfg.train_seconds`` set (one process only), that number is ``min(cfg.steps,
+    train_seconds / slowest step time)`` (timed first, then the same for all); otherwise ``cfg.steps``.
+    ``seeds``: train each model once per seed (default ``[cfg.seed]``).
+    ``workers > 1`` trains the runs in that many parallel processes sharing the device; ``deadline_s``
+    then stops training after that many seconds as a safety (the run's record is then incomplete and
+    :func:`path_lib.train.comparison_table` refuses it).
+    ``on_model_done(results_so_far)`` is called after each run (to save partial results).
+    Returns ``{"config", "corpus", "device", "path_backend", "steps", "seeds", "step_seconds", "workers",
+    "models": {name: run of the first seed}, "runs": [every run], "records": [every run's record]}``.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    models = list(MODELS) if models is None else list(models)
+    models = list(COMPARISON_MODELS) if models is None else list(models)
+    seeds = [cfg.seed] if seeds is None else [int(x) for x in seeds]
     if torch.device(device).type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -437,29 +501,37 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
         if verbose:
             print("step seconds:", {k: round(v, 4) for k, v in step_seconds.items()}, "-> steps", steps, flush=True)
     res = {"config": asdict(cfg), "corpus": corpus.info if corpus is not None else None, "device": str(device),
-           "path_backend": backend, "steps": steps, "step_seconds": step_seconds, "workers": workers, "models": {}}
+           "path_backend": backend, "steps": steps, "seeds": seeds, "step_seconds": step_seconds,
+           "workers": workers, "models": {}, "runs": [], "records": []}
     deadline = time.time() + deadline_s if deadline_s else None
 
     def done(name, r):
-        res["models"][name] = r
-        if verbose:
-            print(summary_line(name, r, cfg.train_len), flush=True)
+        res["runs"].append(r)
+        res["records"].append(r["record"])
+        if r["seed"] == seeds[0]:
+            res["models"][name] = r
+        if verbose and r["complete"]:
+            print(summary_line(name, r, cfg.train_len) + f" seed {r['seed']}", flush=True)
         if on_model_done is not None:
             on_model_done(res)
 
+    jobs = [(name, sd) for sd in seeds for name in models]
     if workers > 1:
         import concurrent.futures as cf
         import multiprocessing as mp
         with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = [pool.submit(_model_job, name, cfg, steps, device, backend, deadline) for name in models]
+            futs = [pool.submit(_model_job, name, cfg, steps, device, backend, deadline, sd) for name, sd in jobs]
             for fut in cf.as_completed(futs):
                 name, r, res["corpus"] = fut.result()
                 done(name, r)
-        res["models"] = {n: res["models"][n] for n in models}
+        res["models"] = {n: res["models"][n] for n in models if n in res["models"]}
+        order = {j: i for i, j in enumerate(jobs)}
+        res["runs"].sort(key=lambda r: order[(r["model"], r["seed"])])
+        res["records"] = [r["record"] for r in res["runs"]]
         return res
-    for name in models:
+    for name, sd in jobs:
         done(name, run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend,
-                             deadline=deadline))
+                             deadline=deadline, seed=sd))
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()
     return res
@@ -467,6 +539,8 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
 
 def summary_line(name: str, r: dict, train_len: int) -> str:
     """One line per model: training loss and time, ppl at the training length, ratios, probe."""
+    if "eval" not in r:
+        return f"{name:13s} INCOMPLETE: {r['train']['steps']} of {r['train']['steps_planned']} steps"
     ev, tr = r["eval"], r["train"]
     ratios = " ".join(f"{L}:{x:.2f}" for L, x in zip(ev["lengths"], ev["ratio"]))
     return (f"{name:13s} loss {tr['final_loss']:.3f} steps {tr['steps']} train {tr['seconds']:.1f}s "
@@ -476,14 +550,159 @@ def summary_line(name: str, r: dict, train_len: int) -> str:
 
 def ratio_table(res: dict, *, which: str = "ratio") -> str:
     """A markdown table: one row per model, ``ppl(L) / ppl(train_len)`` per evaluated length."""
-    lengths = sorted({L for m in res["models"].values() for L in m["eval"]["lengths"]})
+    lengths = sorted({L for m in res["models"].values() if "eval" in m for L in m["eval"]["lengths"]})
     tl = res["config"]["train_len"]
     head = "| model | ppl@" + str(tl) + " | " + " | ".join(f"{L // tl}x ({L})" for L in lengths) + " |"
     sep = "|---" * (len(lengths) + 2) + "|"
     rows = [head, sep]
     for name, m in res["models"].items():
+        if "eval" not in m:
+            continue
         ev = m["eval"]
         vals = dict(zip(ev["lengths"], ev[which]))
         cells = [f"{vals[L]:.2f}" if L in vals else "-" for L in lengths]
         rows.append(f"| {name} | {ev['ppl'][0]:.3f} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# across seeds: curves with their spread; whether a recorded run is an equal-training comparison
+# ----------------------------------------------------------------------------------------------
+
+def seed_curves(records: Sequence[dict], prefix: str = "ratio", *, min_seeds: int = 3,
+                models: Optional[Sequence[str]] = None) -> Dict[str, dict]:
+    """``{model: {"mults", "mean", "std", "min", "max"}}`` of the metrics ``<prefix>_<m>x`` across seeds,
+    through :func:`path_lib.train.comparison_table` (so it refuses unequal runs the same way)."""
+    from .train import comparison_table
+    keys = sorted({k for r in records for k in r["metrics"] if k.startswith(prefix + "_") and k.endswith("x")},
+                  key=lambda k: int(k[len(prefix) + 1:-1]))
+    out: Dict[str, dict] = {}
+    for k in keys:
+        t = comparison_table(records, k, min_seeds=min_seeds, models=models)
+        for m, st in t.items():
+            c = out.setdefault(m, {"mults": [], "mean": [], "std": [], "min": [], "max": []})
+            c["mults"].append(int(k[len(prefix) + 1:-1]))
+            for f in ("mean", "std", "min", "max"):
+                c[f].append(st[f])
+    return out
+
+
+def _records_of(rec: dict) -> List[dict]:
+    """Per-run records of a recorded LM result; a record made before run records existed gets them
+    rebuilt from its per-model training summaries (one seed, steps done and planned)."""
+    if rec.get("records"):
+        return rec["records"]
+    out = []
+    for name, m in rec["models"].items():
+        tr = m["train"]
+        out.append({"model": name, "seed": m.get("seed", rec["config"].get("seed", 0)), "steps_done": tr["steps"],
+                    "steps_planned": tr["steps_planned"], "tokens_seen": tr.get("tokens", 0),
+                    "complete": tr["steps"] == tr["steps_planned"] and not tr.get("stopped_early", False),
+                    "schedule": {"steps": tr["steps_planned"]}, "data_key": "", "metrics": {}})
+    return out
+
+
+def record_inequality(rec: dict, *, min_seeds: int = 3) -> Optional[str]:
+    """None when a recorded LM result is an equal-training comparison (every run complete, the same
+    steps, schedule and data per seed, at least ``min_seeds`` seeds); otherwise a plain sentence or two
+    saying what is unequal (how many runs stopped short, their steps, the number of seeds)."""
+    from .train import check_equal_training
+    recs = _records_of(rec)
+    why = check_equal_training(recs, min_seeds=min_seeds)
+    if why is None and rec.get("complete", False):
+        return None
+    short = [r for r in recs if not r["complete"]]
+    seeds = {}
+    for r in recs:
+        seeds.setdefault(r["model"], set()).add(r["seed"])
+    n_seeds = sorted({len(v) for v in seeds.values()})
+    parts = []
+    if short:
+        planned = sorted({r["steps_planned"] for r in recs})
+        parts.append(f"{len(short)} of {len(recs)} runs stopped before their planned "
+                     f"{'/'.join(f'{x:,}' for x in planned)} steps (after {min(r['steps_done'] for r in short):,} to "
+                     f"{max(r['steps_done'] for r in short):,} steps)")
+    if n_seeds and n_seeds[0] < min_seeds:
+        parts.append(f"each model has {n_seeds[0]} seed{'s' if n_seeds[0] != 1 else ''} (a comparison needs "
+                     f"{min_seeds})")
+    if not parts:
+        parts.append(why[0].lower() + why[1:].rstrip(".") if why else "the record is not complete")
+    return "The recorded runs did not get equal training: " + " and ".join(parts) + "."
+
+
+def steps_table(rec: dict) -> str:
+    """A Markdown table of what each run of a result (recorded, or :func:`run_experiment`'s) actually
+    did: steps done of planned, tokens, final learning rate and wall time (when recorded), complete."""
+    recs = _records_of(rec)
+    full = all("final_lr" in r for r in recs)
+    head = "| model | seed | steps done | steps planned | tokens | " + ("final lr | wall s | " if full else "")
+    rows = [head + "complete |", "|---" * (8 if full else 6) + "|"]
+    for r in recs:
+        extra = f"{r['final_lr']:.2e} | {r['wall_seconds']:.1f} | " if full else ""
+        rows.append(f"| {r['model']} | {r['seed']} | {r['steps_done']:,} | {r['steps_planned']:,} | "
+                    f"{r['tokens_seen']:,} | {extra}{'yes' if r['complete'] else 'no'} |")
+    return "\n".join(rows)
+
+
+def flat_and_degrading(records: Sequence[dict], key: str, *, tol: float = 0.05):
+    """Models whose metric ``key`` (a ratio) stays within ``tol`` of 1 in every seed, and those above
+    ``1 + tol`` in every seed: ``(flat, degrading)``, in the records' order (equal runs only)."""
+    from .train import comparison_table
+    t = comparison_table(records, key)
+    flat = [m for m, v in t.items() if 1 - tol < v["min"] and v["max"] < 1 + tol]
+    worse = [m for m, v in t.items() if v["min"] > 1 + tol]
+    return flat, worse
+
+
+def paper_checks(records: Sequence[dict]) -> "Dict[str, bool]":
+    """The papers' predictions tested on an equal-training set of LM records, each statement -> True
+    (agrees) / False (differs), paired seed by seed where two models are compared. Statements whose
+    models are missing from the records are left out. Uses the longest evaluated multiple ``L``."""
+    from .train import comparison_table, paired_differences
+    models = {r["model"] for r in records}
+    mults = sorted(int(k[6:-1]) for k in records[0]["metrics"] if k.startswith("ratio_") and k.endswith("x"))
+    L, key = mults[-1], f"ratio_{mults[-1]}x"
+    t = comparison_table(records, key)
+    has = lambda *ms: all(m in models for m in ms)
+    less = lambda a, b, k=key: paired_differences(records, k, a, b)["all_negative"]
+    out: Dict[str, bool] = {}
+    if has("RoPE") and len(mults) > 1:
+        k2 = f"ratio_{mults[1]}x"
+        out[f"(A) RoPE degrades just past the training length: ratio at {mults[1]}x above 1.1 in every seed"] = \
+            comparison_table(records, k2, models=["RoPE"])["RoPE"]["min"] > 1.1
+    if has("PaTH", "RoPE"):
+        out[f"(A) PaTH degrades less than RoPE at {L}x, in every seed"] = less("PaTH", "RoPE")
+        out["(A, Table 2) PaTH's perplexity at the training length is below RoPE's, in every seed"] = \
+            less("PaTH", "RoPE", "ppl_1x")
+    for m in ("FoX", "PaTH-FoX"):
+        if has(m):
+            out[f"(A) {m} stays flat: ratio at {L}x within 10% of 1 in every seed"] = \
+                0.9 < t[m]["min"] and t[m]["max"] < 1.1
+    if has("PaTH-FoX", "FoX"):
+        out["(A) PaTH-FoX's perplexity at the training length is below FoX's, in every seed"] = \
+            less("PaTH-FoX", "FoX", "ppl_1x")
+    if has("TokRot-QK", "RoPE"):
+        out[f"(B) token-angle rotations (Q/K) degrade less than RoPE at {L}x, in every seed"] = less("TokRot-QK", "RoPE")
+    if has("TokRot-QKV", "TokRot-QK"):
+        out[f"(B) rotating values too degrades less than Q/K only at {L}x, in every seed"] = \
+            less("TokRot-QKV", "TokRot-QK")
+    if has("ALiBi"):
+        out[f"(B) ALiBi stays flat: ratio at {L}x within 10% of 1 in every seed"] = 0.9 < t["ALiBi"]["min"] and \
+            t["ALiBi"]["max"] < 1.1
+    if has("TokRot-learned"):
+        out[f"(B) learned token rotations stay near the training perplexity: ratio at {L}x below 1.5 in every seed"] = \
+            t["TokRot-learned"]["max"] < 1.5
+    far = [k for k in records[0]["metrics"] if k.startswith("far_mass_")]
+    if far:
+        kf = sorted(far, key=lambda k: int(k[9:-1]))
+        lo = comparison_table(records, kf[0])
+        hi = comparison_table(records, kf[-1])
+        bounded = [m for m in ("NoPE", "RoPE", "PaTH", "TokRot-QK", "TokRot-QKV", "TokRot-learned") if m in models]
+        gated = [m for m in ("ALiBi", "FoX", "PaTH-FoX") if m in models]
+        if bounded:
+            out["(B) far mass grows with the context for the models with bounded logits: " + ", ".join(bounded)] = \
+                all(hi[m]["mean"] > lo[m]["mean"] for m in bounded)
+        if bounded and gated:
+            out["(B) a distance bias or a gate keeps far mass below every bounded-logit model at the longest "
+                "context: " + ", ".join(gated)] = max(hi[m]["mean"] for m in gated) < min(hi[m]["mean"] for m in bounded)
+    return out

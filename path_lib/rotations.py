@@ -1,4 +1,4 @@
-"""Accumulated SO(2) rotations: the attention variants of paper B (PATH_NOTES section 10).
+"""Accumulated SO(2) rotations: the attention variants of paper B (Godavarti 2026).
 
 Each token ``t`` carries per-block angles ``theta_t [D/2]`` (one angle per coordinate pair
 ``(2m, 2m+1)``, as in RoPE). The step of token ``t`` is the block rotation ``M_t = R(theta_t)``.
@@ -17,18 +17,32 @@ and, when values are transported along the same route (``rotate_values=True``),
 
 (values moved to a common frame, mixed, and the output rotated back into the query's frame).
 
-Variants registered with :func:`path_lib.layers.register_attention`:
+Two families of variants are registered with :func:`path_lib.layers.register_attention`.
 
-* ``"rand_rot_qk"``:  random accumulated rotations of q and k. The angles are a FIXED (never trained)
-  random function of the token's input: ``theta_t = sigma * (x_t / rms(x_t)) @ W`` with ``W`` drawn
-  once from ``N(0, 1/d_model)`` (a buffer), so each angle is roughly ``N(0, sigma_m^2)`` and equal
-  inputs give equal angles. ``sigma_m`` spans ``sigma_max`` .. ``sigma_min`` geometrically over the
-  blocks (fast and slow blocks, like RoPE's frequencies).
-* ``"rand_rot_qkv"``: the same, and the values are transported too.
-* ``"learned_rot"``: ``theta_t = sigma * Linear(x_t)``, trainable, initialised as ``rand_rot_qk``'s
-  projection (so it starts as a random accumulated rotation and learns from there); q, k only.
+**Token-angle rotations (paper B's form).** The step of a token depends on the token only: a table
+``theta[v, h, m] = sigma_m * z[v, h, m]`` of per-token, per-head, per-block angles, ``z ~ N(0, 1)``
+drawn once (seeded), is indexed by the token ids (``TinyLM`` hands them to the layer). The block
+scales ``sigma_m`` run geometrically from ``sigma_max`` (fast blocks) to ``sigma_min`` (slow blocks);
+for a token drawn from a large vocabulary the mean step of block ``m`` has norm about
+``exp(-sigma_m^2 / 2) < 1`` (the spectral gap of paper B's analysis, chapter 11), so block ``m`` mixes
+within about ``2 / sigma_m^2`` tokens. The same table (same seed) is used in every layer: the route's
+steps are a property of the tokens on it, as in the stylized model.
 
-The generic ``AttentionLayer.step`` (recompute over the cached inputs) is exact for these layers.
+* ``"tok_rot_qk"``: fixed random table, q and k rotated;
+* ``"tok_rot_qkv"``: the same, values transported too;
+* ``"tok_rot_learned"``: the table is a trained parameter, initialised as ``tok_rot_qk``'s; q and k.
+
+**Hidden-state rotations (this project's first instantiation, kept for the earlier records).** The
+angles are a function of the layer's INPUT (hidden state), so they depend on the whole prefix and
+differ from layer to layer: ``theta_t = sigma * (x_t / rms(x_t)) @ W`` with ``W`` drawn once from
+``N(0, 1/d_model)`` (a buffer), ``sigma_m`` from ``pi`` to ``0.01``.
+
+* ``"hid_rot_qk"``, ``"hid_rot_qkv"``, ``"hid_rot_learned"`` (``theta = sigma * Linear(x)``, trained).
+  Their former names ``"rand_rot_qk"``, ``"rand_rot_qkv"``, ``"learned_rot"`` (used in the records
+  made before the token-angle variants existed) stay registered as aliases.
+
+The generic ``AttentionLayer.step`` (recompute over the cached inputs) is exact for the hidden-state
+layers; the token-angle layers keep the accumulated angle and transported keys (and values) in a cache.
 """
 from __future__ import annotations
 
@@ -42,7 +56,8 @@ from .attention import softmax_attention
 from .layers import AttentionLayer, register_attention
 
 __all__ = ["rotate_pairs", "cumulative_angles", "block_rotation_matrix", "accumulated_rotation_attention",
-           "angle_scales", "RandomRotationAttention", "LearnedRotationAttention", "VARIANTS"]
+           "angle_scales", "mixing_windows", "RandomRotationAttention", "LearnedRotationAttention",
+           "TokenRotationAttention", "VARIANTS", "TOKEN_VARIANTS", "HIDDEN_VARIANTS", "LEGACY_ALIASES"]
 
 
 def rotate_pairs(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
@@ -116,8 +131,16 @@ def angle_scales(n_blocks: int, sigma_max: float = math.pi, sigma_min: float = 0
     return (sigma_max * (sigma_min / sigma_max) ** r).float()
 
 
+def mixing_windows(sigma) -> torch.Tensor:
+    """Tokens after which a block with Gaussian angle scale ``sigma`` has forgotten its start:
+    ``|E e^{i theta}|^n = exp(-n sigma^2 / 2)`` reaches ``1/e`` at ``n = 2 / sigma^2``."""
+    sigma = torch.as_tensor(sigma, dtype=torch.float64)
+    return 2.0 / sigma ** 2
+
+
 class RandomRotationAttention(AttentionLayer):
-    """Accumulated random SO(2) rotations with fixed token-dependent angles (module doc).
+    """Accumulated random SO(2) rotations with fixed angles computed from the HIDDEN STATE (module doc;
+    registered as ``"hid_rot_qk"`` / ``"hid_rot_qkv"``, formerly ``"rand_rot_qk"`` / ``"rand_rot_qkv"``).
 
     Args:
         d_model, n_heads, n_kv_heads, head_dim: sizes (head_dim even).
@@ -165,15 +188,116 @@ class RandomRotationAttention(AttentionLayer):
 
 
 class LearnedRotationAttention(RandomRotationAttention):
-    """Accumulated SO(2) rotations with learned token-dependent angles ``sigma * Linear(x)`` (q, k only)."""
+    """Accumulated SO(2) rotations with learned angles ``sigma * Linear(x)`` of the hidden state (q, k
+    only; ``"hid_rot_learned"``, formerly ``"learned_rot"``)."""
 
     learned = True
 
 
-VARIANTS = {
-    "rand_rot_qk": lambda *a, **kw: RandomRotationAttention(*a, rotate_values=False, **kw),
-    "rand_rot_qkv": lambda *a, **kw: RandomRotationAttention(*a, rotate_values=True, **kw),
-    "learned_rot": lambda *a, **kw: LearnedRotationAttention(*a, **kw),
+class TokenRotationAttention(AttentionLayer):
+    """Accumulated SO(2) rotations whose step angles come from the TOKEN IDS (paper B's form; module doc).
+
+    Args:
+        d_model, n_heads, n_kv_heads, head_dim: sizes (head_dim even).
+        rotate_values: transport values too (``"tok_rot_qkv"``).
+        learned: the angle table is a trained parameter (``"tok_rot_learned"``), else a fixed buffer.
+        table_size: rows of the angle table (token ids must be smaller; 256 fits bytes and the tasks).
+        sigma_max, sigma_min: per-block angle scales, geometric from block 0 (fast) to the last (slow).
+        seed: seed of the table (the same in every layer by default).
+
+    ``TinyLM`` sets ``token_ids`` before each call. Used on its own, without token ids, every token is
+    token 0: constant angles, a RoPE-like relative encoding (documented fallback, for generic tests).
+    """
+
+    uses_token_ids = True
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rotate_values: bool = False,
+                 learned: bool = False, table_size: int = 256, sigma_max: float = 1.0,
+                 sigma_min: float = 0.125, seed: int = 0):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+        if self.head_dim % 2:
+            raise ValueError(f"rotation attention needs an even head_dim, got {self.head_dim}")
+        if table_size < 1:
+            raise ValueError(f"table_size must be positive, got {table_size}")
+        if not (0 < sigma_min <= sigma_max):
+            raise ValueError(f"need 0 < sigma_min <= sigma_max, got {sigma_min}, {sigma_max}")
+        self.rotate_values, self.learned, self.table_size = rotate_values, learned, table_size
+        n_blocks = self.head_dim // 2
+        gen = torch.Generator().manual_seed(seed)
+        z = torch.randn(table_size, self.n_kv_heads, n_blocks, generator=gen)
+        sig = angle_scales(n_blocks, sigma_max, sigma_min)
+        self.register_buffer("sigma", sig)
+        table = z * sig
+        if learned:
+            self.angle_table = nn.Parameter(table)
+        else:
+            self.register_buffer("angle_table", table)
+        self.token_ids = None
+
+    def _ids(self, B: int, T: int, device) -> torch.Tensor:
+        ids = self.token_ids
+        if ids is None:
+            return torch.zeros(B, T, dtype=torch.long, device=device)
+        if tuple(ids.shape) != (B, T):
+            raise ValueError(f"token_ids must have shape {(B, T)}, got {tuple(ids.shape)}")
+        # on a GPU an out-of-range id fails inside the indexing kernel; checking here would synchronise
+        if ids.device.type == "cpu" and ids.numel() and int(ids.max()) >= self.table_size:
+            raise ValueError(f"token ids must be < table_size={self.table_size} (the angle table's rows), "
+                             f"got {int(ids.max())}")
+        return ids
+
+    def angles(self, token_ids: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+        """Step angles of the tokens: ``token_ids [B, T]`` -> ``theta [B, T, Hk, D/2]``."""
+        return self.angle_table[token_ids].to(dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor(x, "x", ndim=3, finite=False)
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have last dimension d_model={self.d_model}, got {x.shape[-1]}")
+        q, k, v = self.qkv(x)
+        dt = torch.float64 if x.dtype == torch.float64 else torch.float32
+        theta = self.angles(self._ids(x.shape[0], x.shape[1], x.device), dt)
+        return self.out(accumulated_rotation_attention(q, k, v, theta, rotate_values=self.rotate_values))
+
+    def step(self, x_t: torch.Tensor, state=None):
+        """One token: keeps ``Phi`` (the accumulated angle) and keys (values) in the common frame."""
+        check_tensor(x_t, "x_t", ndim=2, finite=False)
+        B = x_t.shape[0]
+        q, k, v = self.qkv(x_t[:, None])                             # [B, 1, H, Dh]
+        dt = torch.float64 if x_t.dtype == torch.float64 else torch.float32
+        theta = self.angles(self._ids(B, 1, x_t.device), dt)[:, 0]  # [B, Hk, D/2]
+        phi = theta if state is None else state["phi"] + theta
+        n_rep = self.n_heads // self.n_kv_heads
+        phi_q = phi.repeat_interleave(n_rep, dim=1) if n_rep > 1 else phi
+        kr = rotate_pairs(k[:, 0], -phi)[:, :, None]                 # [B, Hk, 1, Dh]
+        vr = (rotate_pairs(v[:, 0], -phi) if self.rotate_values else v[:, 0])[:, :, None]
+        if state is None:
+            state = {"phi": phi, "k": kr, "v": vr}
+        else:
+            state = {"phi": phi, "k": torch.cat([state["k"], kr], 2), "v": torch.cat([state["v"], vr], 2)}
+        keys = state["k"].repeat_interleave(n_rep, 1)
+        values = state["v"].repeat_interleave(n_rep, 1)
+        qr = rotate_pairs(q[:, 0], -phi_q)
+        logits = self.head_dim ** -0.5 * torch.einsum("bhd,bhtd->bht", qr, keys)
+        o = torch.einsum("bht,bhtd->bhd", torch.softmax(logits, dim=-1), values)
+        if self.rotate_values:
+            o = rotate_pairs(o, phi_q)
+        return self.out(o[:, None].to(x_t.dtype))[:, 0], state
+
+
+HIDDEN_VARIANTS = {
+    "hid_rot_qk": lambda *a, **kw: RandomRotationAttention(*a, rotate_values=False, **kw),
+    "hid_rot_qkv": lambda *a, **kw: RandomRotationAttention(*a, rotate_values=True, **kw),
+    "hid_rot_learned": lambda *a, **kw: LearnedRotationAttention(*a, **kw),
 }
+#: the hidden-state variants' former names (the records made before the token-angle variants use them)
+LEGACY_ALIASES = {"rand_rot_qk": "hid_rot_qk", "rand_rot_qkv": "hid_rot_qkv", "learned_rot": "hid_rot_learned"}
+TOKEN_VARIANTS = {
+    "tok_rot_qk": lambda *a, **kw: TokenRotationAttention(*a, rotate_values=False, learned=False, **kw),
+    "tok_rot_qkv": lambda *a, **kw: TokenRotationAttention(*a, rotate_values=True, learned=False, **kw),
+    "tok_rot_learned": lambda *a, **kw: TokenRotationAttention(*a, rotate_values=False, learned=True, **kw),
+}
+VARIANTS = {**TOKEN_VARIANTS, **HIDDEN_VARIANTS,
+            **{old: HIDDEN_VARIANTS[new] for old, new in LEGACY_ALIASES.items()}}
 for _name, _factory in VARIANTS.items():
     register_attention(_name, _factory)

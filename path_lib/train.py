@@ -33,6 +33,8 @@ from .provenance import write_result
 __all__ = [
     "TrainConfig", "Preset", "PRESETS", "task_preset", "hardware", "set_seed", "lr_at", "masked_loss",
     "evaluate", "train", "save_result", "train_task", "task_eval_sets", "FLIP_FLOP_EVAL",
+    "GeneratedEval", "run_record", "UnequalTrainingError", "check_equal_training", "comparison_table",
+    "format_comparison", "paired_differences",
 ]
 
 IGNORE_INDEX = -100
@@ -206,31 +208,68 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
     return out
 
 
+def _rng_state(device: torch.device) -> Dict:
+    st = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if device.type == "cuda":
+        st["cuda"] = torch.cuda.get_rng_state(device)
+    return st
+
+
+def _set_rng_state(st: Dict, device: torch.device) -> None:
+    torch.set_rng_state(st["torch"])
+    random.setstate(st["python"])
+    if device.type == "cuda" and "cuda" in st:
+        torch.cuda.set_rng_state(st["cuda"], device)
+
+
+def _schedule_key(cfg: TrainConfig) -> Dict:
+    """The parts of a config a resumed run must share with its checkpoint (all but the final checkpoint path)."""
+    d = dataclasses.asdict(cfg)
+    d.pop("checkpoint", None)
+    d["betas"] = list(d["betas"])
+    return d
+
+
 def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch.Tensor, torch.Tensor]],
           config: TrainConfig, *, eval_sets: Optional[Dict[str, List]] = None, device=None,
           progress: bool = True, desc: str = "train", log_every: int = 10,
           time_limit_s: Optional[float] = None, calibrate_steps: int = 20,
-          per_position: bool = False) -> Dict:
+          per_position: bool = False, checkpoint_path: Optional[str] = None, resume: bool = True,
+          deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
+          callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None) -> Dict:
     """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
 
     Args:
         model: an ``nn.Module``; moved to ``device``.
-        sample: ``sample(step, generator) -> (inputs, targets)``; the generator is seeded by ``config.seed``.
+        sample: ``sample(step, generator) -> (inputs, targets)``; the generator is seeded by ``data_seed``
+            (default ``config.seed``), so models trained with the same seed see the same batches.
         config: a :class:`TrainConfig`.
-        eval_sets: ``{name: [(inputs, targets), ...]}`` evaluated every ``config.eval_every`` steps
-            and at the end.
+        eval_sets: ``{name: [(inputs, targets), ...]}`` (any re-iterable of batches, e.g.
+            :class:`GeneratedEval`) evaluated every ``config.eval_every`` steps and at the end.
         device: default: cuda if available, else cpu.
         progress: show a tqdm bar.
         log_every: record the training loss every this many steps.
-        time_limit_s: a wall-clock budget for training. After ``calibrate_steps`` steps the step time
-            is measured and ``config.steps`` is cut (recorded as ``"steps_planned"``) so that the
-            whole warm-up + cosine schedule fits; training also stops (``"stopped_early"``) if it
-            still runs over.
+        time_limit_s: a wall-clock budget that CUTS the schedule: after ``calibrate_steps`` steps the
+            step time is measured and ``config.steps`` is cut (``"steps_planned"``) so that the whole
+            warm-up + cosine schedule fits; such a run is not ``complete`` (its steps differ from the
+            request), so :func:`comparison_table` refuses it. Not combinable with ``checkpoint_path``.
         calibrate_steps: steps timed before fitting the schedule into ``time_limit_s``.
         per_position: the final evaluation also reports accuracy by position.
+        checkpoint_path: a resumable checkpoint. If it exists (and ``resume``), training continues from
+            it: model, optimiser, schedule position, data generator and RNG states, history, so that the
+            result is bit-identical (on CPU) to an uninterrupted run. It is written whenever this call
+            stops before the schedule ends (``deadline`` / ``stop_after_steps``).
+        deadline: a ``time.time()`` value; training stops there WITHOUT changing the schedule (the run
+            is then ``complete: False`` and resumes from ``checkpoint_path`` in a later call).
+        stop_after_steps: stop once this many steps are done in all (same semantics as ``deadline``).
+        callback: ``callback(step, loss)`` at every logged step.
+        data_seed: seed of the data generator (default ``config.seed``).
     Returns:
         ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}],
-        "final": {name: metrics}, "steps_done", "train_seconds", "n_parameters", "stopped_early"}``.
+        "final": {name: metrics} (not for a run paused to be resumed), "steps_done", "steps_planned", "steps_requested",
+        "complete", "stopped_early", "tokens_seen", "final_lr", "final_train_loss" (mean training loss
+        of the last 10% of steps), "train_seconds" (this call), "wall_seconds" (all calls), "calls",
+        "n_parameters"}``.
     """
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -238,25 +277,44 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         raise TypeError(f"sample must be callable, got {type(sample).__name__}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    if time_limit_s is not None and checkpoint_path is not None:
+        raise ValueError("time_limit_s cuts the schedule to fit a budget; a resumable run (checkpoint_path) "
+                         "keeps its schedule: pass deadline instead")
     eval_sets = dict(eval_sets or {})
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    steps_requested = config.steps
     set_seed(config.seed)
     gen = torch.Generator()
-    gen.manual_seed(config.seed)
+    gen.manual_seed(config.seed if data_seed is None else data_seed)
     model.to(device).train()
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=config.betas)
-    history, evals = [], []
+    history, evals, recent = [], [], []
+    keep = max(1, steps_requested // 10)
+    first, tokens_seen, wall_before, calls = 0, 0, 0.0, 1
+    if checkpoint_path is not None and resume and Path(checkpoint_path).exists():
+        ck = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+        if ck["schedule"] != _schedule_key(config) or ck.get("data_seed") != data_seed:
+            raise ValueError(f"checkpoint {checkpoint_path} was written for another configuration "
+                             f"({ck['schedule']}, data_seed {ck.get('data_seed')}): refusing to resume")
+        model.load_state_dict(ck["model"])
+        model.to(device)
+        opt.load_state_dict(ck["optimizer"])
+        gen.set_state(ck["generator"])
+        _set_rng_state(ck["rng"], device)
+        history, evals, recent = ck["history"], ck["evals"], ck["recent_losses"]
+        first, tokens_seen, wall_before, calls = ck["steps_done"], ck["tokens_seen"], ck["wall_seconds"], ck["calls"] + 1
     bar = None
     if progress:
         from tqdm import tqdm        # plain text bar (no widget state)
-        bar = tqdm(total=config.steps, desc=desc, leave=False)
+        bar = tqdm(total=config.steps, initial=first, desc=desc, leave=False)
     t0 = time.perf_counter()
-    stopped_early, step = False, 0
+    stopped_early = paused = False
     steps_planned = config.steps
     t_cal = None
+    lr = lr_at(max(first - 1, 0), config)
 
     def run_evals(at_step, by_position=False):
         rec = {"step": at_step}
@@ -266,8 +324,12 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         evals.append(rec)
         return rec
 
-    step = -1
+    step = first - 1
     while step + 1 < steps_planned:
+        if (deadline is not None and time.time() > deadline) or \
+                (stop_after_steps is not None and step + 1 >= stop_after_steps):
+            stopped_early = paused = True
+            break
         step += 1
         if time_limit_s is not None:
             if step == 2:
@@ -286,6 +348,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
             group["lr"] = lr
         x, y = sample(step, gen)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        tokens_seen += x.numel()
         with _autocast(device, config.autocast_bf16):
             logits = model(x)
         loss = masked_loss(logits, y)
@@ -294,6 +357,9 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         if config.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         opt.step()
+        recent.append(loss.detach())
+        if len(recent) > keep:
+            del recent[0]
         if step % log_every == 0 or step == steps_planned - 1:
             lv = float(loss.detach())
             if not math.isfinite(lv):
@@ -301,6 +367,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
             history.append({"step": step, "loss": lv, "lr": lr})
             if bar is not None:
                 bar.set_postfix(loss=f"{lv:.4f}")
+            if callback is not None:
+                callback(step, lv)
         if bar is not None:
             bar.update(1)
         if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < steps_planned and eval_sets:
@@ -310,22 +378,197 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
             break
     if bar is not None:
         bar.close()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     steps_done = step + 1
+    recent = [float(v) for v in recent]
     train_seconds = time.perf_counter() - t0
-    final = run_evals(steps_done, per_position) if eval_sets else {"step": steps_done}
-    if config.checkpoint:
+    wall = wall_before + train_seconds
+    complete = steps_done == steps_requested and steps_planned == steps_requested
+    if not complete and checkpoint_path is not None and steps_done < steps_planned:
+        Path(checkpoint_path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = str(checkpoint_path) + ".tmp"
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
+                    "rng": _rng_state(device), "history": history, "evals": evals, "recent_losses": recent,
+                    "steps_done": steps_done, "tokens_seen": tokens_seen, "wall_seconds": wall, "calls": calls,
+                    "schedule": _schedule_key(config), "data_seed": data_seed}, tmp)
+        Path(tmp).replace(checkpoint_path)
+    resumable = paused and checkpoint_path is not None     # stopped to be resumed: no final evaluation
+    final = run_evals(steps_done, per_position) if (eval_sets and not resumable) else {"step": steps_done}
+    if complete and checkpoint_path is not None and Path(checkpoint_path).exists():
+        Path(checkpoint_path).unlink()        # finished: the resumable state is no longer needed
+    if config.checkpoint and not resumable:
         Path(config.checkpoint).parent.mkdir(parents=True, exist_ok=True)
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": steps_done,
                     "config": dataclasses.asdict(config)}, config.checkpoint)
     return {"config": dataclasses.asdict(config), "history": history, "evals": evals,
             "final": {k: v for k, v in final.items() if k != "step"}, "steps_done": steps_done,
-            "train_seconds": train_seconds, "stopped_early": stopped_early, "steps_planned": steps_planned,
+            "train_seconds": train_seconds, "wall_seconds": wall, "calls": calls,
+            "stopped_early": stopped_early, "steps_planned": steps_planned,
+            "steps_requested": steps_requested, "complete": complete, "tokens_seen": tokens_seen,
+            "final_lr": lr, "final_train_loss": (math.fsum(recent) / len(recent)) if recent else float("nan"),
+            "data_seed": config.seed if data_seed is None else data_seed,
             "n_parameters": sum(p.numel() for p in model.parameters())}
 
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
     """Write a result dict as JSON with a provenance block (:func:`path_lib.provenance.write_result`)."""
     return write_result(path, result, command=command)
+
+
+# ----------------------------------------------------------------------------------------------
+# equal training: run records, the check, and comparisons that refuse unequal runs
+# ----------------------------------------------------------------------------------------------
+
+class UnequalTrainingError(ValueError):
+    """Raised by :func:`comparison_table` when the runs do not form an equal-training comparison.
+    The message is one plain sentence saying why."""
+
+
+def run_record(result: Dict, *, model: str, seed: int, metrics: Optional[Dict[str, float]] = None,
+               data_key: Optional[str] = None, batch_size: Optional[int] = None) -> Dict:
+    """The compact per-(model, seed) record every comparison is built from.
+
+    ``result`` is :func:`train`'s dict (or one with the same keys). ``data_key`` names the data stream
+    (task, its parameters, batch size, data seed): runs of one seed must share it to have seen the same
+    batches. Returns ``{"model", "seed", "steps_done", "steps_planned", "tokens_seen", "final_lr",
+    "wall_seconds", "complete", "schedule", "data_key", "metrics"}`` (JSON-ready).
+    """
+    cfg = result["config"]
+    schedule = {k: cfg[k] for k in ("lr", "warmup", "min_lr_ratio", "weight_decay", "grad_clip") if k in cfg}
+    schedule["betas"] = list(cfg.get("betas", ()))
+    schedule["steps"] = result.get("steps_requested", cfg["steps"])
+    if batch_size is not None:
+        schedule["batch_size"] = batch_size
+    return {"model": model, "seed": int(seed), "steps_done": int(result["steps_done"]),
+            "steps_planned": int(result.get("steps_requested", result.get("steps_planned"))),
+            "tokens_seen": int(result.get("tokens_seen", 0)), "final_lr": float(result.get("final_lr", float("nan"))),
+            "wall_seconds": float(result.get("wall_seconds", result.get("train_seconds", 0.0))),
+            "complete": bool(result.get("complete", False)), "schedule": schedule,
+            "data_key": data_key if data_key is not None else f"data_seed={result.get('data_seed', seed)}",
+            "metrics": dict(metrics or {})}
+
+
+def check_equal_training(records: Sequence[Dict], *, min_seeds: int = 3) -> Optional[str]:
+    """None if ``records`` (from :func:`run_record`) form an equal-training comparison, else one plain
+    sentence saying why not. Equal training means: every run complete; the same steps planned and done,
+    the same tokens and the same schedule for all; every model with the same seeds, at least
+    ``min_seeds`` of them; and, within a seed, the same data stream (``data_key``) for every model."""
+    if not records:
+        return "There are no runs to compare."
+    for r in records:
+        if not r.get("complete"):
+            return (f"The run of {r['model']} (seed {r['seed']}) is incomplete: {r['steps_done']} of "
+                    f"{r['steps_planned']} steps, so no comparison is shown.")
+    for key, what in (("steps_planned", "planned steps"), ("steps_done", "steps done"),
+                      ("tokens_seen", "training tokens")):
+        vals = {r[key] for r in records}
+        if len(vals) > 1:
+            return f"The runs differ in {what} ({', '.join(map(str, sorted(vals)))}), so they are not comparable."
+    sched = {json_key(r["schedule"]) for r in records}
+    if len(sched) > 1:
+        return "The runs used different optimiser schedules, so they are not comparable."
+    seeds = {}
+    for r in records:
+        seeds.setdefault(r["model"], []).append(r["seed"])
+    for m, ss in seeds.items():
+        if len(set(ss)) != len(ss):
+            return f"{m} has more than one run with the same seed."
+    sets = {tuple(sorted(ss)) for ss in seeds.values()}
+    if len(sets) > 1:
+        return "The models were not all trained with the same seeds."
+    n = len(next(iter(sets)))
+    if n < min_seeds:
+        return f"Each model has {n} seed{'s' if n != 1 else ''}; a comparison needs at least {min_seeds}."
+    for seed in next(iter(sets)):
+        keys = {r["data_key"] for r in records if r["seed"] == seed}
+        if len(keys) > 1:
+            return f"With seed {seed} the models did not see the same data, so they are not comparable."
+    return None
+
+
+def json_key(d) -> str:
+    import json
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def _metric(r: Dict, metric) -> float:
+    return float(metric(r)) if callable(metric) else float(r["metrics"][metric])
+
+
+def comparison_table(records: Sequence[Dict], metric, *, min_seeds: int = 3,
+                     models: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
+    """Mean and spread of ``metric`` across seeds, per model, from equal-training runs only.
+
+    ``metric``: a key of ``record["metrics"]`` or a callable ``record -> float``. ``models``: a subset
+    and order (default: order of first appearance). Raises :class:`UnequalTrainingError` (one plain
+    sentence) when :func:`check_equal_training` finds the runs unequal. Returns ``{model: {"mean", "std"
+    (sample, ddof 1), "min", "max", "n", "values", "seeds"}}``.
+    """
+    if models is not None:
+        records = [r for r in records if r["model"] in models]
+    why = check_equal_training(records, min_seeds=min_seeds)
+    if why is not None:
+        raise UnequalTrainingError(why)
+    order = list(models) if models is not None else list(dict.fromkeys(r["model"] for r in records))
+    out = {}
+    for m in order:
+        rs = sorted((r for r in records if r["model"] == m), key=lambda r: r["seed"])
+        vals = [_metric(r, metric) for r in rs]
+        mean = math.fsum(vals) / len(vals)
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else float("nan")
+        out[m] = {"mean": mean, "std": std, "min": min(vals), "max": max(vals), "n": len(vals),
+                  "values": vals, "seeds": [r["seed"] for r in rs]}
+    return out
+
+
+def paired_differences(records: Sequence[Dict], metric, a: str, b: str, *, min_seeds: int = 3) -> Dict:
+    """``metric(a) - metric(b)`` seed by seed (the same batches per seed): ``{"diffs", "mean",
+    "all_negative", "all_positive"}``. Refuses unequal runs like :func:`comparison_table`."""
+    t = comparison_table(records, metric, min_seeds=min_seeds, models=[a, b])
+    d = [x - y for x, y in zip(t[a]["values"], t[b]["values"])]
+    return {"diffs": d, "mean": math.fsum(d) / len(d), "all_negative": all(x < 0 for x in d),
+            "all_positive": all(x > 0 for x in d)}
+
+
+def format_comparison(table: Dict[str, Dict], *, label: str = "value", fmt: str = "{:.3f}") -> str:
+    """A Markdown table of :func:`comparison_table`'s result: mean ± sd, min – max, seeds."""
+    rows = [f"| model | {label}: mean ± sd | min – max | seeds |", "|---|---|---|---|"]
+    for m, t in table.items():
+        sd = fmt.format(t["std"]) if math.isfinite(t["std"]) else "-"
+        rows.append(f"| {m} | {fmt.format(t['mean'])} ± {sd} | {fmt.format(t['min'])} – {fmt.format(t['max'])} "
+                    f"| {t['n']} |")
+    return "\n".join(rows)
+
+
+class GeneratedEval:
+    """A fixed evaluation set generated on the fly, batch by batch, until at least ``min_scored``
+    positions are scored (e.g. a million flip-flop reads without holding them in memory).
+
+    Iterating yields the same ``(inputs, targets)`` batches every time (batch ``b`` uses seed
+    ``seed + b``), so it can be passed to :func:`evaluate` or as one of :func:`train`'s ``eval_sets``.
+    """
+
+    def __init__(self, task: str, batch_size: int, *, min_scored: int, seed: int = 12345,
+                 max_batches: int = 100_000, **task_kwargs):
+        from .tasks import TASKS
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {tuple(TASKS)}, got {task!r}")
+        if min_scored < 1 or batch_size < 1:
+            raise ValueError(f"min_scored and batch_size must be positive, got {min_scored}, {batch_size}")
+        self.task, self.batch_size, self.min_scored, self.seed = task, batch_size, min_scored, seed
+        self.max_batches, self.task_kwargs = max_batches, dict(task_kwargs)
+
+    def __iter__(self):
+        from .tasks import make_task
+        scored = 0
+        for b in range(self.max_batches):
+            x, y, _ = make_task(self.task, self.batch_size, seed=self.seed + b, **self.task_kwargs)
+            yield x, y
+            scored += int((y != IGNORE_INDEX).sum())
+            if scored >= self.min_scored:
+                return
+        raise RuntimeError(f"{self.max_batches} batches scored only {scored} < {self.min_scored} positions")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -358,15 +601,24 @@ def task_eval_sets(task: str, preset: Preset, *, seed: int = 12345, **task_overr
 
 def train_task(task: str, attention: str, preset: Preset, *, device=None, progress: bool = True,
                eval_sets: Optional[Dict[str, List]] = None, time_limit_s: Optional[float] = None,
-               per_position: bool = False, return_model: bool = False, **attention_kwargs) -> Dict:
+               per_position: bool = False, return_model: bool = False, seed: Optional[int] = None,
+               checkpoint_path: Optional[str] = None, deadline: Optional[float] = None,
+               stop_after_steps: Optional[int] = None, **attention_kwargs) -> Dict:
     """Build a ``TinyLM(attention=...)`` with ``preset.model`` sizes, train it on ``task`` with the
     preset, evaluate on :func:`task_eval_sets` (or ``eval_sets``). Returns :func:`train`'s dict plus
-    ``"task", "attention", "model" (the sizes), "task_kwargs"``, and with ``return_model=True`` the
-    trained ``TinyLM`` under ``"module"`` (not JSON: drop it before saving). For ``"path"``/``"path_fox"`` the backend
-    defaults to ``"auto"`` (Triton kernels on CUDA when importable, else the blockwise mirror)."""
+    ``"task", "attention", "model" (the sizes), "task_kwargs", "seed", "record"`` (:func:`run_record`,
+    metrics ``"<set>_accuracy"`` and ``"<set>_error"``), and with ``return_model=True`` the trained
+    ``TinyLM`` under ``"module"`` (not JSON: drop it before saving). For ``"path"``/``"path_fox"`` the
+    backend defaults to ``"auto"`` (Triton kernels on CUDA when importable, else the blockwise mirror).
+
+    ``seed`` (default ``preset.config.seed``) seeds the initialisation and the data: runs of different
+    models with the same seed see the same batches. ``checkpoint_path``, ``deadline``,
+    ``stop_after_steps``: a resumable run (see :func:`train`)."""
     from .layers import TinyLM
     from .tasks import make_task
 
+    if seed is not None:
+        preset = preset.replace(config=dataclasses.replace(preset.config, seed=seed))
     _, _, vocab = make_task(task, 1, seed=0, **preset.task)
     set_seed(preset.config.seed)                      # the initialisation is seeded too
     model = TinyLM(len(vocab), attention=attention, **preset.model, **attention_kwargs)
@@ -378,9 +630,17 @@ def train_task(task: str, attention: str, preset: Preset, *, device=None, progre
     if eval_sets is None:
         eval_sets = task_eval_sets(task, preset)
     result = train(model, sample, preset.config, eval_sets=eval_sets, device=device, progress=progress,
-                   desc=f"{task}/{attention}", time_limit_s=time_limit_s, per_position=per_position)
+                   desc=f"{task}/{attention}", time_limit_s=time_limit_s, per_position=per_position,
+                   checkpoint_path=checkpoint_path, deadline=deadline, stop_after_steps=stop_after_steps)
+    metrics = {}
+    for name, m in result["final"].items():
+        metrics[f"{name}_accuracy"], metrics[f"{name}_error"] = m["accuracy"], m["error"]
+        metrics[f"{name}_scored"] = m["n_tokens"]
+    data_key = f"{task}|{json_key(kw)}|batch={bs}|data_seed={preset.config.seed}"
     result.update({"task": task, "attention": attention, "model": dict(preset.model),
-                   "task_kwargs": kw, "batch_size": bs})
+                   "task_kwargs": kw, "batch_size": bs, "seed": preset.config.seed,
+                   "record": run_record(result, model=attention, seed=preset.config.seed, metrics=metrics,
+                                        data_key=data_key, batch_size=bs)})
     if return_model:
         result["module"] = model
     return result

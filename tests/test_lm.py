@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from path_lib.corpus import decode, load_stdlib_corpus
-from path_lib.lm import (MODELS, PASSKEY_CUE, PRESETS, build_model, evaluate_lengths, make_passkey,
-                         passkey_batch, probe_retrieval, ratio_table, run_experiment, train_model)
+from path_lib.lm import (COMPARISON_MODELS, MODELS, PASSKEY_CUE, PRESETS, build_model, evaluate_lengths,
+                         make_passkey, passkey_batch, probe_retrieval, ratio_table, run_experiment, run_model,
+                         token_sigma_min, train_model)
+from path_lib.train import UnequalTrainingError, comparison_table
 
 torch.set_num_threads(1)   # tiny models: extra threads only add overhead (and 2 cores are shared)
 
@@ -83,7 +85,7 @@ def test_evaluation_scores_the_same_bytes_at_every_length(corpus):
 
 def test_training_reduces_loss_and_eval_shapes(corpus):
     cfg = dataclasses.replace(SMALL, steps=30, lr=3e-3)
-    m = build_model("rand_rot_qkv", cfg)
+    m = build_model("TokRot-QKV", cfg)
     before = evaluate_lengths(m, corpus.val, [64], train_len=64, tokens_per_length=256)
     tr = train_model(m, corpus, cfg)
     after = evaluate_lengths(m, corpus.val, [64, 128], train_len=64, tokens_per_length=256, chunk_tokens=128)
@@ -134,3 +136,84 @@ def test_run_lm_script_parallel_workers_equal_steps(tmp_path, monkeypatch):
     data = json.loads((tmp_path / "lm_tiny.json").read_text())
     assert data["complete"] and list(data["models"]) == ["RoPE", "ALiBi"] and data["workers"] == 2
     assert all(m["train"]["steps"] == 6 and not m["train"]["stopped_early"] for m in data["models"].values())
+
+
+def test_model_names_legacy_aliases_and_token_scales():
+    assert COMPARISON_MODELS == ["NoPE", "RoPE", "ALiBi", "FoX", "PaTH", "PaTH-FoX", "TokRot-QK", "TokRot-QKV",
+                                 "TokRot-learned"]
+    old = build_model("rand_rot_qkv", SMALL)          # a name of the earlier records: the hidden-state variant
+    assert old.attention == "hid_rot_qkv"
+    m = build_model("TokRot-QK", SMALL)
+    att = m.blocks[0].attn
+    assert att.uses_token_ids and float(att.sigma.min()) == pytest.approx(token_sigma_min(64), rel=1e-6)
+    assert 2 / token_sigma_min(256) ** 2 == pytest.approx(128)          # slowest block mixes in train_len / 2
+    with pytest.raises(ValueError, match="model"):
+        build_model("XPos", SMALL)
+
+
+def test_train_model_resumes_bit_identically(corpus, tmp_path):
+    cfg = dataclasses.replace(SMALL, steps=8, warmup=2)
+    a_model = build_model("PaTH", cfg)
+    a = train_model(a_model, corpus, cfg)
+    ck = tmp_path / "lm.pt"
+    first = train_model(build_model("PaTH", cfg), corpus, cfg, checkpoint_path=str(ck), stop_after_steps=3)
+    assert not first["complete"] and first["steps"] == 3 and ck.exists()
+    b_model = build_model("PaTH", cfg, seed=77)       # a different start: the checkpoint must override it
+    b = train_model(b_model, corpus, cfg, checkpoint_path=str(ck))
+    assert b["complete"] and b["calls"] == 2 and a["loss_curve"] == b["loss_curve"] and a["final_loss"] == b["final_loss"]
+    assert all(torch.equal(x, y) for x, y in zip(a_model.state_dict().values(), b_model.state_dict().values()))
+
+
+def test_seeds_records_comparison_and_far_mass(corpus):
+    cfg = dataclasses.replace(SMALL, steps=3, far_mass_windows=2, far_mass_distance=16)
+    res = run_experiment(cfg, models=["RoPE", "TokRot-QKV"], seeds=[0, 1, 2], device="cpu", corpus=corpus,
+                         verbose=False)
+    assert len(res["runs"]) == 6 and [r["seed"] for r in res["runs"]] == [0, 0, 1, 1, 2, 2]
+    assert set(res["models"]) == {"RoPE", "TokRot-QKV"} and all(r["seed"] == 0 for r in res["models"].values())
+    t = comparison_table(res["records"], "ratio_2x")
+    assert set(t) == {"RoPE", "TokRot-QKV"} and t["RoPE"]["n"] == 3
+    fm = res["runs"][0]["far_mass"]
+    assert fm["lengths"] == [64, 128] and len(fm["far_mass"]) == cfg.n_layers and fm["bound_violations"] == 0
+    assert "far_mass_2x" in res["records"][0]["metrics"]
+    json.dumps(res)
+    # a run stopped before its last step is incomplete and the comparison refuses the set
+    short = run_model("RoPE", cfg, corpus, steps=3, seed=3, stop_after_steps=2)
+    assert not short["complete"] and "eval" not in short
+    with pytest.raises(UnequalTrainingError, match="incomplete"):
+        comparison_table(res["records"] + [short["record"]], "ratio_2x")
+
+
+def _fake_records(vals):
+    """LM-style run records: vals[model] = (ratio_2x per seed, ratio_8x per seed, ppl_1x per seed)."""
+    out = []
+    for m, (r2, r8, p1) in vals.items():
+        for s in range(3):
+            out.append({"model": m, "seed": s, "steps_done": 5, "steps_planned": 5, "tokens_seen": 10,
+                        "complete": True, "schedule": {"steps": 5}, "data_key": f"d{s}", "final_lr": 1e-3,
+                        "wall_seconds": 1.0, "metrics": {"ratio_1x": 1.0, "ratio_2x": r2[s], "ratio_8x": r8[s],
+                                                         "ppl_1x": p1[s]}})
+    return out
+
+
+def test_record_helpers_and_paper_checks():
+    from path_lib.lm import flat_and_degrading, paper_checks, record_inequality, seed_curves, steps_table
+    recs = _fake_records({"RoPE": ((1.3, 1.4, 1.2), (9, 8, 10), (3.0, 3.1, 3.2)),
+                          "PaTH": ((1.0, 1.0, 1.0), (1.5, 1.4, 1.6), (2.9, 3.0, 3.1)),
+                          "ALiBi": ((0.99, 1.0, 1.01), (1.0, 0.99, 1.02), (3.0, 3.0, 3.0))})
+    checks = paper_checks(recs)
+    assert all(checks.values()) and len(checks) == 4
+    assert flat_and_degrading(recs, "ratio_8x") == (["ALiBi"], ["RoPE", "PaTH"])
+    c = seed_curves(recs, "ratio")
+    assert c["RoPE"]["mults"] == [1, 2, 8] and c["RoPE"]["max"][-1] == 10
+    rec = {"complete": True, "records": recs}
+    assert record_inequality(rec) is None
+    rec_bad = {"complete": True, "records": recs[:-1] + [dict(recs[-1], complete=False, steps_done=3)]}
+    why = record_inequality(rec_bad)
+    assert why.startswith("The recorded runs did not get equal training: 1 of 9 runs stopped") and "3 to 3" in why
+    assert "| ALiBi | 2 | 3 | 5 |" in steps_table(rec_bad) and "final lr" in steps_table(rec_bad)
+    # a record from before run records existed: per-model summaries, one seed
+    legacy = {"complete": True, "config": {"seed": 0}, "models": {
+        "RoPE": {"train": {"steps": 7, "steps_planned": 10, "stopped_early": True, "tokens": 70}},
+        "PaTH": {"train": {"steps": 10, "steps_planned": 10, "stopped_early": False, "tokens": 100}}}}
+    why = record_inequality(legacy)
+    assert "1 of 2 runs stopped" in why and "each model has 1 seed" in why

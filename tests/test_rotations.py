@@ -4,9 +4,10 @@ import math
 import pytest
 import torch
 
-from path_lib.layers import TinyLM, make_attention
-from path_lib.rotations import (accumulated_rotation_attention, block_rotation_matrix, rotate_pairs,
-                                angle_scales)
+from path_lib.layers import ATTENTION_LAYERS, TinyLM, make_attention
+from path_lib.rotations import (LEGACY_ALIASES, LearnedRotationAttention, RandomRotationAttention,
+                                TokenRotationAttention, accumulated_rotation_attention, angle_scales,
+                                block_rotation_matrix, mixing_windows, rotate_pairs)
 
 
 def _explicit(q, k, v, theta, rotate_values):
@@ -70,7 +71,8 @@ def test_angle_scales_range():
     assert bool((s[1:] < s[:-1]).all())
 
 
-@pytest.mark.parametrize("kind", ["rand_rot_qk", "rand_rot_qkv", "learned_rot"])
+@pytest.mark.parametrize("kind", ["hid_rot_qk", "hid_rot_qkv", "hid_rot_learned", "rand_rot_qk", "rand_rot_qkv",
+                                  "learned_rot"])
 def test_layers_step_equals_forward_and_learning_flag(kind):
     torch.manual_seed(0)
     layer = make_attention(kind, 16, 2).double()
@@ -82,7 +84,7 @@ def test_layers_step_equals_forward_and_learning_flag(kind):
         ys.append(yt)
     torch.testing.assert_close(torch.stack(ys, 1), y, atol=1e-12, rtol=1e-12)
     trainable = {n for n, p in layer.named_parameters()}
-    assert ("angle_proj.weight" in trainable) == (kind == "learned_rot")
+    assert ("angle_proj.weight" in trainable) == (kind in ("learned_rot", "hid_rot_learned"))
     # equal inputs give equal angles (token-dependent, not position-dependent)
     th = layer.angles(torch.cat([x[:, :1], x[:, :1]], 1))
     torch.testing.assert_close(th[:, 0], th[:, 1])
@@ -106,3 +108,83 @@ def test_bad_theta_shape():
         accumulated_rotation_attention(q, q, q, torch.zeros(1, 3, 1, 3))
     with pytest.raises(ValueError, match="even"):
         make_attention("rand_rot_qk", 6, 2)
+
+
+# ---------------------------------------------------------------------------------------------- token angles
+
+def test_legacy_names_are_the_hidden_state_variants():
+    assert LEGACY_ALIASES == {"rand_rot_qk": "hid_rot_qk", "rand_rot_qkv": "hid_rot_qkv", "learned_rot": "hid_rot_learned"}
+    for old, new in LEGACY_ALIASES.items():
+        a, b = make_attention(old, 16, 2), make_attention(new, 16, 2)
+        assert type(a) is type(b) and a.rotate_values == b.rotate_values
+    assert isinstance(make_attention("hid_rot_learned", 16, 2), LearnedRotationAttention)
+    assert type(make_attention("hid_rot_qk", 16, 2)) is RandomRotationAttention
+    for kind in ("tok_rot_qk", "tok_rot_qkv", "tok_rot_learned"):
+        assert kind in ATTENTION_LAYERS and isinstance(make_attention(kind, 16, 2), TokenRotationAttention)
+
+
+@pytest.mark.parametrize("kind", ["tok_rot_qk", "tok_rot_qkv", "tok_rot_learned"])
+def test_token_angles_match_explicit_products(kind):
+    """Inside TinyLM the step of token t is R(table[token_t]); the layer equals the explicit product of
+    those rotation matrices along each route (float64)."""
+    torch.manual_seed(0)
+    m = TinyLM(20, d_model=12, n_layers=1, n_heads=2, attention=kind, table_size=20).double()
+    layer = m.blocks[0].attn
+    tok = torch.randint(0, 20, (2, 7))
+    x = m.blocks[0].norm1(m.embed(tok))
+    q, k, v = layer.qkv(x)
+    theta = layer.angle_table.double()[tok]                       # [B, T, Hk, D/2]
+    ref = _explicit(q, k, v, theta, layer.rotate_values)
+    layer.token_ids = tok
+    out = layer(x)
+    layer.token_ids = None
+    torch.testing.assert_close(out, layer.out(ref), atol=1e-12, rtol=1e-12)
+
+
+def test_token_angles_depend_on_the_token_only():
+    torch.manual_seed(1)
+    layer = make_attention("tok_rot_qk", 16, 2, table_size=50)
+    ids = torch.tensor([[3, 7, 3, 3]])
+    th = layer.angles(ids)
+    torch.testing.assert_close(th[0, 0], th[0, 2])                  # same token, same step, at any position
+    assert not torch.allclose(th[0, 0], th[0, 1])
+    # the hidden state does not enter: other inputs with the same ids give the same transport
+    layer.token_ids = ids
+    x1, x2 = torch.randn(1, 4, 16), torch.randn(1, 4, 16)
+    q1, k1, _ = layer.qkv(x1)
+    layer.token_ids = None
+    assert torch.equal(layer.angles(ids), th)
+    # the per-block scales spread from sigma_max (fast) to sigma_min (slow): a spectral gap in every block,
+    # smallest for the slow ones
+    s = layer.sigma
+    assert float(s[0]) == pytest.approx(1.0) and float(s[-1]) == pytest.approx(0.125)
+    t = layer.angle_table.double()
+    gap = torch.polar(torch.ones_like(t), t).mean(0).abs()         # |mean over tokens of e^{i theta}|: [Hk, D/2]
+    assert bool((gap < 1).all()) and float(gap[:, -1].mean()) > float(gap[:, 0].mean())
+    assert float(mixing_windows(0.125)) == pytest.approx(128.0)
+    with pytest.raises(ValueError, match="table_size"):
+        layer.token_ids = torch.tensor([[60, 1, 2, 3]])
+        layer(x2)
+    layer.token_ids = None
+
+
+@pytest.mark.parametrize("kind", ["tok_rot_qk", "tok_rot_qkv", "tok_rot_learned"])
+def test_tinylm_token_rotation_step_equals_forward_and_gradients(kind):
+    torch.manual_seed(2)
+    m = TinyLM(30, d_model=16, n_layers=2, n_heads=4, attention=kind, n_kv_heads=2, table_size=30).double()
+    tok = torch.randint(0, 30, (2, 9))
+    y = m(tok)
+    state, rows = None, []
+    for t in range(9):
+        lt, state = m.step(tok[:, t], state)
+        rows.append(lt)
+    torch.testing.assert_close(torch.stack(rows, 1), y, atol=1e-10, rtol=0)
+    assert all(b.attn.token_ids is None for b in m.blocks)          # handed over for the call only
+    m.float()(tok).logsumexp(-1).mean().backward()
+    table = m.blocks[0].attn.angle_table
+    assert (table.grad is not None and table.grad.abs().sum() > 0) == (kind == "tok_rot_learned")
+    # without token ids (a layer on its own) every token is token 0: constant angles, RoPE-like
+    layer = make_attention(kind, 16, 2)
+    x = torch.randn(1, 5, 16)
+    layer.token_ids = torch.zeros(1, 5, dtype=torch.long)
+    torch.testing.assert_close(layer(x), (setattr(layer, "token_ids", None), layer(x))[1])

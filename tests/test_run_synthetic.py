@@ -36,3 +36,53 @@ def test_a5_run_records_curves_and_provenance(runner, tmp_path):
     assert [e["step"] for e in run["evals"]] == [20, 40] and 0 <= run["evals"][0]["id"] <= 1
     assert rec["table"]["rope"]["1"]["steps"] == 40 and "rope" in rec["fewest_layers_90"]
     assert rec["provenance"]["command"].startswith("python3 experiments/run_synthetic.py")
+
+
+# ---------------------------------------------------------------------------------------------- run_equal.py
+
+@pytest.fixture()
+def equal(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    return importlib.import_module("run_equal")
+
+
+def test_run_equal_pauses_packs_and_resumes_bit_identically(equal, tmp_path):
+    """Every run paused after 3 of 6 steps (as at a deadline), packed into state.tar, unpacked by the next
+    call and finished: the record equals that of an uninterrupted call; the comparison is equal training."""
+    common = ["--phases", "flip_flop", "--ff-models", "rope,sba", "--ff-length", "16", "--ff-sparse-reads", "200",
+              "--ff-other-reads", "200", "--steps", "6", "--workers", "1", "--budget-s", "300", "--eval-margin-s", "1",
+              "--seeds", "0,1,2"]
+    equal.main(common + ["--state", str(tmp_path / "s1"), "--out", str(tmp_path / "o1"), "--pause-after-steps", "3"])
+    first = json.loads((tmp_path / "o1" / "flip_flop.json").read_text())
+    assert first["runs_done"] == 0 and not first["equal_training"]["ok"]
+    assert (tmp_path / "o1" / "state.tar").exists()
+    equal.main(common + ["--state", str(tmp_path / "s2"), "--out", str(tmp_path / "o2"),
+                         "--resume-from", str(tmp_path / "o1" / "state.tar")])
+    equal.main(common + ["--state", str(tmp_path / "s3"), "--out", str(tmp_path / "o3")])
+    resumed = json.loads((tmp_path / "o2" / "flip_flop.json").read_text())
+    straight = json.loads((tmp_path / "o3" / "flip_flop.json").read_text())
+    assert resumed["complete"] and resumed["equal_training"] == {"ok": True, "reason": None, "by_setting": {"()": None}}
+    assert resumed["table"] == straight["table"] and set(resumed["table"]) == {"rope", "sba"}
+    assert all(r["calls"] == 2 for r in resumed["runs"]) and all(r["calls"] == 1 for r in straight["runs"])
+    row = resumed["table"]["sba"]
+    assert {"id_error", "ood_sparse_error", "ood_dense_error", "steps"} <= set(row) and row["steps"] == 6
+    assert row["ood_sparse_reads"] >= 200 and resumed["provenance"]["command"].startswith("python experiments/run_equal.py")
+
+
+def test_run_equal_a5_summary_keeps_chapter_layout(equal):
+    def run(att, L, T, seed, acc):
+        rec = {"model": att, "seed": seed, "steps_done": 10, "steps_planned": 10, "tokens_seen": 5, "complete": True,
+               "schedule": {"lr": 1}, "data_key": f"a5|T{T}|{seed}", "metrics": {"id_accuracy": acc}}
+        return {"job": {"id": f"a5-{att}-L{L}-T{T}-s{seed}", "attention": att, "n_layers": L, "length": T},
+                "record": rec, "steps_done": 10, "attention": att, "model": {"n_layers": L},
+                "final": {"id": {"accuracy": acc}, "long": {"accuracy": acc / 2}}}
+    runs = [run(a, L, T, s, 0.95 if (a == "path" and L >= 2) else 0.5)
+            for a in ("rope", "path") for L in (1, 2) for T in (16, 32) for s in (0, 1, 2)]
+    rec = equal.summarise("a5", runs, len(runs), {})
+    assert rec["complete"] and rec["equal_training"]["ok"] and rec["lengths"] == [16, 32]
+    assert rec["fewest_layers_90"] == {"rope": None, "path": 2}
+    assert rec["fewest_layers_90_by_length"]["32"] == {"rope": None, "path": 2}
+    assert rec["table"]["path"]["2"]["accuracy"] == pytest.approx(0.95) and len(rec["runs"]) == 12
+    assert rec["summary"]["path/2/16"]["id_accuracy"]["n"] == 3
+    bad = equal.summarise("a5", runs[:-1], len(runs), {})
+    assert not bad["equal_training"]["ok"] and "23 of 24" in bad["equal_training"]["reason"]

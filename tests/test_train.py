@@ -126,3 +126,112 @@ def test_bad_arguments():
         task_preset("nope")
     with pytest.raises(ValueError, match="which"):
         task_preset("a5", "huge")
+
+
+# ---------------------------------------------------------------------------------------------- equal training
+
+from path_lib.train import (GeneratedEval, UnequalTrainingError, check_equal_training, comparison_table,  # noqa: E402
+                            format_comparison, paired_differences, run_record)
+
+
+def _fresh(attention="path", seed=0):
+    torch.manual_seed(seed)
+    return TinyLM(5, d_model=16, n_layers=1, n_heads=2, attention=attention)
+
+
+@pytest.mark.parametrize("attention", ["path", "sba"])
+def test_resume_is_bit_identical(tmp_path, attention):
+    """Stopped after 5 of 12 steps and resumed (a fresh model, other global RNG state) = uninterrupted:
+    parameters, optimiser, schedule position, data generator, history and evaluations."""
+    cfg = TrainConfig(steps=12, lr=3e-3, warmup=3, eval_every=4, seed=5)
+    ev = {"id": [flip_flop(16, 16, seed=1)[:2]]}
+    m1 = _fresh(attention)
+    a = train(m1, _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1)
+    ck = tmp_path / "ck.pt"
+    b1 = train(_fresh(attention), _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1,
+               checkpoint_path=str(ck), stop_after_steps=5)
+    assert not b1["complete"] and b1["steps_done"] == 5 and ck.exists() and b1["final"] == {}
+    torch.manual_seed(999)
+    m3 = _fresh(attention, seed=123)
+    b = train(m3, _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1, checkpoint_path=str(ck))
+    assert b["complete"] and b["calls"] == 2 and not ck.exists()
+    for (n, x), y in zip(m1.state_dict().items(), m3.state_dict().values()):
+        assert torch.equal(x, y), n
+    for key in ("history", "evals", "final", "final_train_loss", "tokens_seen", "final_lr", "steps_done"):
+        assert a[key] == b[key], key
+
+
+def test_deadline_pauses_without_changing_the_schedule(tmp_path):
+    import time as _time
+    cfg = TrainConfig(steps=6, lr=1e-3, warmup=2)
+    ck = tmp_path / "c.pt"
+    r = train(_fresh("rope"), _sample, cfg, progress=False, checkpoint_path=str(ck), deadline=_time.time() - 1)
+    assert r["steps_done"] == 0 and not r["complete"] and r["steps_planned"] == 6 and ck.exists()
+    with pytest.raises(ValueError, match="another configuration"):
+        train(_fresh("rope"), _sample, TrainConfig(steps=7, lr=1e-3, warmup=2), progress=False, checkpoint_path=str(ck))
+    with pytest.raises(ValueError, match="deadline"):
+        train(_fresh("rope"), _sample, cfg, progress=False, checkpoint_path=str(ck), time_limit_s=1.0)
+    done = train(_fresh("rope"), _sample, cfg, progress=False, checkpoint_path=str(ck))
+    assert done["complete"] and done["steps_done"] == 6 and done["tokens_seen"] == 6 * 8 * 16
+
+
+def _rec(model, seed, value, **kw):
+    res = {"config": TrainConfig(steps=10, warmup=2).__dict__ | {"betas": (0.9, 0.95)}, "steps_done": 10,
+           "steps_requested": 10, "tokens_seen": 100, "final_lr": 1e-4, "wall_seconds": 1.0, "complete": True,
+           "data_seed": seed}
+    res.update(kw)
+    return run_record(res, model=model, seed=seed, metrics={"err": value}, data_key=f"d{seed}")
+
+
+def test_comparison_table_and_refusals():
+    recs = [_rec(m, s, v) for m, vals in (("A", (1.0, 2.0, 3.0)), ("B", (2.0, 4.0, 6.0))) for s, v in enumerate(vals)]
+    assert check_equal_training(recs) is None
+    t = comparison_table(recs, "err")
+    assert list(t) == ["A", "B"] and t["A"]["mean"] == 2.0 and t["A"]["std"] == pytest.approx(1.0)
+    assert t["B"]["min"] == 2.0 and t["B"]["max"] == 6.0 and t["B"]["seeds"] == [0, 1, 2]
+    d = paired_differences(recs, "err", "A", "B")
+    assert d["diffs"] == [-1.0, -2.0, -3.0] and d["all_negative"]
+    md = format_comparison(t, label="error")
+    assert "| A | 2.000 ± 1.000 | 1.000 – 3.000 | 3 |" in md
+    cases = {
+        "incomplete": recs[:-1] + [_rec("B", 2, 6.0, complete=False, steps_done=7)],
+        "steps done": recs[:-1] + [_rec("B", 2, 6.0, steps_done=9)],
+        "planned steps": recs[:-1] + [_rec("B", 2, 6.0, steps_requested=12, steps_done=12)],
+        "training tokens": recs[:-1] + [_rec("B", 2, 6.0, tokens_seen=90)],
+        "at least 3": [r for r in recs if r["seed"] < 2],
+        "same seeds": recs[:-1] + [_rec("B", 7, 6.0)],
+        "same data": recs[:-1] + [dict(_rec("B", 2, 6.0), data_key="other")],
+        "schedules": recs[:-1] + [dict(_rec("B", 2, 6.0), schedule={"lr": 9.0})],
+    }
+    for word, rs in cases.items():
+        why = check_equal_training(rs)
+        assert why and word in why, (word, why)
+        with pytest.raises(UnequalTrainingError, match=word):
+            comparison_table(rs, "err")
+    assert "no runs" in check_equal_training([])
+
+
+def test_train_task_seeds_share_data_and_give_records():
+    p = task_preset("flip_flop", "tiny").replace(batch_size=4, eval_batch_size=8, eval_batches=1)
+    p.config = TrainConfig(steps=3, warmup=1)
+    p.task["length"] = 16
+    recs = [train_task("flip_flop", att, p, progress=False, seed=s)["record"]
+            for s in (0, 1, 2) for att in ("rope", "sba")]
+    assert check_equal_training(recs) is None
+    assert {r["data_key"] for r in recs if r["seed"] == 1} == {recs[2]["data_key"]}
+    assert recs[0]["data_key"] != recs[2]["data_key"]
+    t = comparison_table(recs, "id_error")
+    assert set(t) == {"rope", "sba"} and all(0 <= v["mean"] <= 1 for v in t.values())
+
+
+def test_generated_eval_is_fixed_and_large_enough():
+    ge = GeneratedEval("flip_flop", 8, min_scored=300, seed=3, length=32, p_ignore=0.98)
+    a, b = list(ge), list(ge)
+    assert len(a) == len(b) and all(torch.equal(x[0], y[0]) for x, y in zip(a, b))
+    scored = sum(int((y != -100).sum()) for _, y in a)
+    last = int((a[-1][1] != -100).sum())
+    assert scored >= 300 and scored - last < 300
+    out = evaluate(_fresh("rope"), ge)
+    assert out["n_tokens"] == scored
+    with pytest.raises(ValueError, match="task"):
+        GeneratedEval("nope", 8, min_scored=1)

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Step rates of the equal-training runs, to size them (experiments/gpu_plan.md).
+
+    python experiments/time_gpu.py --what lm --sizes 256x4x64,256x4x128 --procs 1,9 --steps 30 --out $OUT
+
+For each LM size ``d_model x n_layers x batch`` (train length 256, 4 heads) it times ``--steps`` training
+steps of every model of path_lib.lm.COMPARISON_MODELS, one process alone, and then ``P`` processes at once
+(each its own model, the way experiments/run_equal.py shares the GPU), and reports seconds per step and the
+aggregate steps per second. ``--what tasks`` does the same for the synthetic tasks' models. Writes
+``$OUT/timing.json`` (with provenance) and prints a table. On a CPU it runs too (the plan's CPU estimate).
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import dataclasses
+import json
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for p in (str(ROOT), str(ROOT / "experiments")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+
+def _time_lm(args):
+    name, size, steps, device, backend, start_at = args
+    import torch
+    torch.set_num_threads(1)
+    from path_lib.corpus import load_stdlib_corpus
+    from path_lib.lm import PRESETS, _batch, build_model
+    d, L, B = size
+    cfg = dataclasses.replace(PRESETS["equal"], d_model=d, n_layers=L, batch=B, corpus_bytes=2_000_000)
+    corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
+    model = build_model(name, cfg, device=device, path_backend_name=backend)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    while time.time() < start_at:      # start together when several processes share the GPU
+        time.sleep(0.01)
+    ts = []
+    for i in range(steps + 3):
+        x, y = _batch(corpus, cfg, g, device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= 3:
+            ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return name, ts[len(ts) // 2], sum(ts)
+
+
+def _time_task(args):
+    task, att, steps, device, backend, start_at, layers = args
+    import torch
+    torch.set_num_threads(1)
+    from run_equal import MQ_SIZES
+    from path_lib.layers import TinyLM
+    from path_lib.tasks import make_task
+    from path_lib.train import masked_loss, task_preset
+    p = task_preset(task, "full")
+    if task == "mqrar":
+        p.task.update(MQ_SIZES["small"]["task"])
+        p.model.update(MQ_SIZES["small"]["model"])
+        p = p.replace(batch_size=MQ_SIZES["small"]["batch"])
+    if layers:
+        p.model["n_layers"] = layers
+    _, _, vocab = make_task(task, 1, seed=0, **p.task)
+    kw = {"backend": backend, "block_size": 128} if att in ("path", "path_fox") else {}
+    model = TinyLM(len(vocab), attention=att, **p.model, **kw).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    while time.time() < start_at:
+        time.sleep(0.01)
+    ts = []
+    for i in range(steps + 3):
+        x, y, _ = make_task(task, p.batch_size, generator=g, **p.task)
+        x, y = x.to(device), y.to(device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = masked_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= 3:
+            ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return f"{task}/{att}" + (f"/L{layers}" if layers else ""), ts[len(ts) // 2], sum(ts)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--what", choices=["lm", "tasks"], default="lm")
+    ap.add_argument("--sizes", default="256x4x64", help="d_model x n_layers x batch, comma-separated (lm)")
+    ap.add_argument("--models", default=None)
+    ap.add_argument("--tasks", default="flip_flop,mqrar,a5", help="synthetic tasks to time (--what tasks)")
+    ap.add_argument("--procs", default="1,9")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import torch
+    from path_lib.lm import COMPARISON_MODELS
+    from run_synthetic import pick_path_backend
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    backend = pick_path_backend(device)
+    ctx = mp.get_context("spawn")
+    res = {"device": device, "backend": backend, "rows": []}
+    print(f"device {device}, PaTH backend {backend}", flush=True)
+    if args.what == "lm":
+        models = args.models.split(",") if args.models else COMPARISON_MODELS
+        cases = [(tuple(int(v) for v in s.split("x")), models) for s in args.sizes.split(",")]
+    else:
+        models = args.models.split(",") if args.models else ["rope", "fox", "sba", "path", "path_fox"]
+        cases = [(t, models) for t in args.tasks.split(",")]
+    for size, ms in cases:
+        for P in (int(p) for p in args.procs.split(",")):
+            if P == 1:      # every model alone, one after another, in one worker process
+                groups, workers = [[m] for m in ms], 1
+            else:           # P processes at once, cycling through the models
+                groups, workers = [(ms * ((P + len(ms) - 1) // len(ms)))[:P]], P
+            with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                for grp in groups:
+                    start_at = time.time() + (30 if P > 1 else 0)
+                    if args.what == "lm":
+                        futs = [pool.submit(_time_lm, (m, size, args.steps, device, backend, start_at)) for m in grp]
+                    else:
+                        futs = [pool.submit(_time_task, (size, m, args.steps, device, backend, start_at,
+                                                         4 if size == "a5" else None)) for m in grp]
+                    out = [f.result() for f in futs]
+                    wall = max(o[2] for o in out)
+                    row = {"case": str(size), "procs": len(grp),
+                           "per_step_s": {o[0]: round(o[1], 5) for o in out},
+                           "aggregate_steps_per_s": round(len(grp) * args.steps / wall, 2)}
+                    res["rows"].append(row)
+                    print(json.dumps(row), flush=True)
+    if args.out:
+        from path_lib.provenance import write_result
+        write_result(Path(args.out) / f"timing_{args.what}.json", res,
+                     command="python experiments/time_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    main()
