@@ -1,8 +1,12 @@
 """Input validation shared by every public entry point.
 
 Every check raises a ``TypeError`` (wrong Python type or dtype) or a ``ValueError`` (shape, range,
-non-finite values, unsupported sizes) whose message names the offending argument, so that bad input
-never turns into a silent wrong answer or a CUDA crash further down.
+device, non-finite values, unsupported sizes) whose message names the offending argument, so that bad
+input never turns into a silent wrong answer or a CUDA crash further down.
+
+Order inside a check: type, then device (a meta tensor has no data, so it is refused before anything
+reads a value), then dtype and shape, and value checks (finite, ranges) last: only those synchronise
+with the device, and only they are switched off by the entry points' ``check_values=False``.
 """
 from __future__ import annotations
 
@@ -20,18 +24,36 @@ def _name_dtype(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def check_device(x: torch.Tensor, name: str) -> None:
+    """Refuse a meta tensor: it has shapes but no values, so nothing here can compute with it."""
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is a meta tensor (shape only, no data); pass a tensor on a real device")
+
+
+def check_same_device(x: Optional[torch.Tensor], name: str, ref: torch.Tensor, ref_name: str = "q") -> None:
+    if x is not None and x.device != ref.device:
+        raise ValueError(f"{name} must be on the same device as {ref_name} ({ref.device}), got {x.device}")
+
+
+def check_finite(x: torch.Tensor, name: str) -> None:
+    if x.numel() > 0 and not bool(torch.isfinite(x.detach()).all()):
+        raise ValueError(f"{name} contains NaN or infinite values")
+
+
 def check_tensor(x, name: str, *, ndim: Optional[int] = None,
                  dtypes: Sequence[torch.dtype] = FLOAT_DTYPES, finite: bool = True) -> torch.Tensor:
-    """Check that ``x`` is a tensor with ``ndim`` dims, one of ``dtypes``, and (optionally) finite."""
+    """Check that ``x`` is a tensor (not on the meta device) with ``ndim`` dims, one of ``dtypes``, and
+    (optionally) finite."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    check_device(x, name)
     if x.dtype not in dtypes:
         allowed = ", ".join(_name_dtype(d) for d in dtypes)
         raise TypeError(f"{name} must have dtype in ({allowed}), got {_name_dtype(x.dtype)}")
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
-    if finite and x.numel() > 0 and not bool(torch.isfinite(x.detach()).all()):
-        raise ValueError(f"{name} contains NaN or infinite values")
+    if finite:
+        check_finite(x, name)
     return x
 
 
@@ -53,13 +75,29 @@ def check_unit_rows(w: torch.Tensor, name: str = "w", tol: float = UNIT_NORM_TOL
                          f"(max | ||{name}|| - 1 | = {float(err):.3g}); use path_lib.householder.normalize")
 
 
+def check_log_gate(g: torch.Tensor, name: str = "g") -> None:
+    if g.numel() and bool((g.detach() > 0).any()):
+        raise ValueError(f"{name} is a log forget gate and must be <= 0 (use torch.nn.functional.logsigmoid)")
+
+
 def check_scale(scale, head_dim: int) -> float:
-    """Return the softmax scale: ``head_dim ** -0.5`` by default, else a positive finite float."""
+    """Return the softmax scale: ``head_dim ** -0.5`` by default, else a positive finite float.
+
+    A one-element tensor is read as a number, so it must not require a gradient: the kernels and the
+    references take the scale as a constant, and a learnable scale would silently get no gradient.
+    Fold such a scale into q instead (``path_attention(q * s, ..., scale=1.0)``).
+    """
     if scale is None:
         return head_dim ** -0.5
     if isinstance(scale, torch.Tensor):
+        check_device(scale, "scale")
+        if scale.requires_grad:
+            raise TypeError("scale must be a float; a tensor that requires grad would lose its gradient "
+                            "(fold it into q: path_attention(q * scale, ..., scale=1.0))")
         if scale.numel() != 1:
-            raise ValueError("scale must be a scalar")
+            raise ValueError(f"scale must be a scalar, got a tensor of shape {tuple(scale.shape)}")
+        if not (scale.dtype.is_floating_point or scale.dtype in (torch.int32, torch.int64)):
+            raise TypeError(f"scale must be a float, got a {_name_dtype(scale.dtype)} tensor")
         scale = float(scale)
     if not isinstance(scale, (int, float)) or isinstance(scale, bool):
         raise TypeError(f"scale must be a float, got {type(scale).__name__}")
@@ -68,19 +106,42 @@ def check_scale(scale, head_dim: int) -> float:
     return float(scale)
 
 
-def check_qkv(q, k, v, *, head_dims: Optional[Sequence[int]] = None):
+def check_bool(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def check_int(value, name: str, *, minimum: Optional[int] = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_number(value, name: str, *, positive: bool = False) -> float:
+    if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+    if not math.isfinite(value) or (positive and value <= 0):
+        kind = "a positive finite" if positive else "a finite"
+        raise ValueError(f"{name} must be {kind} number, got {value}")
+    return float(value)
+
+
+def check_qkv(q, k, v, *, head_dims: Optional[Sequence[int]] = None, finite: bool = True):
     """Check q ``[B, T, Hq, D]``, k ``[B, T, Hk, D]``, v ``[B, T, Hk, Dv]`` with ``Hq % Hk == 0``.
 
-    Returns ``(B, T, Hq, Hk, D)``.
+    ``finite=False`` skips the NaN/inf check (the only part that reads values). Returns ``(B, T, Hq, Hk, D)``.
     """
-    check_tensor(q, "q", ndim=4)
-    check_tensor(k, "k", ndim=4)
-    check_tensor(v, "v", ndim=4)
+    check_tensor(q, "q", ndim=4, finite=False)
+    check_tensor(k, "k", ndim=4, finite=False)
+    check_tensor(v, "v", ndim=4, finite=False)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share one dtype, got {_name_dtype(q.dtype)}, "
                         f"{_name_dtype(k.dtype)}, {_name_dtype(v.dtype)}")
-    if not (q.device == k.device == v.device):
-        raise ValueError("q, k, v must be on the same device")
+    check_same_device(k, "k", q)
+    check_same_device(v, "v", q)
     B, T, Hq, D = q.shape
     if k.shape[:2] != (B, T) or v.shape[:2] != (B, T):
         raise ValueError(f"k and v must have batch and time {B, T} like q, got k {tuple(k.shape)}, "
@@ -90,38 +151,51 @@ def check_qkv(q, k, v, *, head_dims: Optional[Sequence[int]] = None):
     Hk = k.shape[2]
     if v.shape[2] != Hk:
         raise ValueError(f"v must have {Hk} heads like k, got {v.shape[2]}")
-    if Hk == 0 or Hq % Hk != 0:
+    if Hk == 0 or Hq == 0 or Hq % Hk != 0:
         raise ValueError(f"q heads ({Hq}) must be a positive multiple of k heads ({Hk})")
     if D == 0:
         raise ValueError("q must have a positive head dimension")
+    if v.shape[3] == 0:
+        raise ValueError("v must have a positive head dimension")
     if head_dims is not None and D not in head_dims:
         raise ValueError(f"head dim {D} is not supported; supported head dims: {tuple(head_dims)}")
+    if finite:
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            check_finite(x, name)
     return B, T, Hq, Hk, D
 
 
 def check_path_params(q, k, w, beta, g=None, *, param_dtypes=PARAM_DTYPES, check_values: bool = True):
-    """Check w ``[B, T, Hk, D]``, beta ``[B, T, Hk]``, g ``[B, T, Hq]`` against q and k."""
+    """Check w ``[B, T, Hk, D]``, beta ``[B, T, Hk]``, g ``[B, T, Hq]`` against q and k.
+
+    Shapes, dtypes and devices always; values (finite, beta in [0, 2], unit w, g <= 0) when
+    ``check_values``.
+    """
     B, T, Hq, D = q.shape
     Hk = k.shape[2]
-    check_tensor(w, "w", ndim=4, dtypes=param_dtypes, finite=check_values)
+    check_tensor(w, "w", ndim=4, dtypes=param_dtypes, finite=False)
+    check_same_device(w, "w", q)
     if tuple(w.shape) != (B, T, Hk, D):
         raise ValueError(f"w must have shape {(B, T, Hk, D)} (like k), got {tuple(w.shape)}")
-    check_tensor(beta, "beta", ndim=3, dtypes=param_dtypes, finite=check_values)
+    check_tensor(beta, "beta", ndim=3, dtypes=param_dtypes, finite=False)
+    check_same_device(beta, "beta", q)
     if tuple(beta.shape) != (B, T, Hk):
-        raise ValueError(f"beta must have shape {(B, T, Hk)}, got {tuple(beta.shape)}")
+        raise ValueError(f"beta must have shape {(B, T, Hk)} (like k's [B, T, Hk]), got {tuple(beta.shape)}")
+    if g is not None:
+        check_tensor(g, "g", ndim=3, dtypes=param_dtypes, finite=False)
+        check_same_device(g, "g", q)
+        if tuple(g.shape) != (B, T, Hq):
+            raise ValueError(f"g must have shape {(B, T, Hq)} (like q's [B, T, Hq]: one log forget gate per "
+                             "query head), "
+                             f"got {tuple(g.shape)}")
     if check_values:
+        check_finite(w, "w")
+        check_finite(beta, "beta")
         check_beta_range(beta)
         check_unit_rows(w)
-    if g is not None:
-        check_tensor(g, "g", ndim=3, dtypes=param_dtypes, finite=check_values)
-        if tuple(g.shape) != (B, T, Hq):
-            raise ValueError(f"g must have shape {(B, T, Hq)} (one log forget gate per query head), "
-                             f"got {tuple(g.shape)}")
-        if check_values and g.numel() and bool((g > 0).any()):
-            raise ValueError("g is a log forget gate and must be <= 0 (use torch.nn.functional.logsigmoid)")
-    for name, t in (("w", w), ("beta", beta), ("g", g)):
-        if t is not None and t.device != q.device:
-            raise ValueError(f"{name} must be on the same device as q")
+        if g is not None:
+            check_finite(g, "g")
+            check_log_gate(g)
 
 
 def check_block_size(block_size) -> int:
@@ -133,6 +207,8 @@ def check_block_size(block_size) -> int:
 
 
 def check_choice(value, name: str, choices: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {tuple(choices)}, got {type(value).__name__}")
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
     return value
@@ -144,6 +220,7 @@ def check_tokens(tokens, vocab_size: int, *, ndim: int = 2, min_len: int = 0, na
     ``[0, vocab_size)``."""
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tokens).__name__}")
+    check_device(tokens, name)
     if tokens.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"{name} must be an integer tensor, got {tokens.dtype}")
     if tokens.dim() != ndim or (ndim > 1 and tokens.shape[-1] < min_len):

@@ -23,10 +23,11 @@ from typing import Optional
 
 import torch
 
-from ._checks import (check_block_size, check_choice, check_path_params, check_qkv, check_scale,
+from ._checks import (check_block_size, check_bool, check_choice, check_finite, check_int, check_log_gate,
+                      check_number, check_path_params, check_qkv, check_same_device, check_scale,
                       check_tensor, PARAM_DTYPES)
-from .householder import (boundary_adjusted_keys, boundary_adjusted_queries, householder,
-                          ut_transform)
+from .householder import (_boundary_adjusted_keys, _boundary_adjusted_queries, _householder,
+                          _ut_transform)
 
 __all__ = [
     "path_attention", "path_logits", "softmax_attention", "rope_attention", "apply_rope",
@@ -89,6 +90,8 @@ def _explicit_scores(q, k, w, beta):
     Inputs heads-first: q, k, w ``[B, H, T, D]``, beta ``[B, H, T]``.
     """
     B, H, T, D = q.shape
+    if T == 0:
+        return q @ k.transpose(-1, -2)                      # [B, H, 0, 0]
     eye = torch.eye(D, dtype=q.dtype, device=q.device).expand(B, H, D, D)
     zero = q.new_zeros(B, H)
     rows = []
@@ -97,7 +100,7 @@ def _explicit_scores(q, k, w, beta):
         row = [zero] * T
         for j in range(i, -1, -1):
             row[j] = torch.einsum("bhd,bhde,bhe->bh", q[:, :, i], M, k[:, :, j])
-            M = M @ householder(w[:, :, j], beta[:, :, j])
+            M = M @ _householder(w[:, :, j], beta[:, :, j])
         rows.append(torch.stack(row, dim=-1))
     return torch.stack(rows, dim=-2)
 
@@ -107,13 +110,14 @@ def _parallel_scores(q, k, w, beta):
 
     ``S = tril(Q K^T) - tril(Q W^T) T strictLower(W K^T)`` with ``T`` the sequence's UT matrix.
     """
-    Tm = ut_transform(w, beta)
+    Tm = _ut_transform(w, beta)
     return (torch.tril(q @ k.transpose(-1, -2))
             - torch.tril(q @ w.transpose(-1, -2)) @ Tm @ torch.tril(w @ k.transpose(-1, -2), diagonal=-1))
 
 
 def _prepare(q, k, v, w, beta, g, scale, check_values):
-    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale)
+    check_bool(check_values, "check_values")
+    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale, finite=check_values)
     check_path_params(q, k, w, beta, g, check_values=check_values)
     n_rep = q.shape[2] // k.shape[2]
     wh = _repeat_heads(_heads_first(w, dt), n_rep)
@@ -151,10 +155,12 @@ def _blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size):
        logits Q~ K->_j^T, an online-softmax update, and Q~ <- Q~ (I - W_j^T T_j W_j).
     """
     B, H, T, D = qh.shape
+    if T == 0:
+        return vh.clone()                                   # [B, H, 0, Dv]
     starts = list(range(0, T, block_size))
     spans = [(s, min(s + block_size, T)) for s in starts]
-    Ts = [ut_transform(wh[:, :, s:e], bh[:, :, s:e]) for s, e in spans]
-    K_end = [boundary_adjusted_keys(kh[:, :, s:e], wh[:, :, s:e], Tj) for (s, e), Tj in zip(spans, Ts)]
+    Ts = [_ut_transform(wh[:, :, s:e], bh[:, :, s:e]) for s, e in spans]
+    K_end = [_boundary_adjusted_keys(kh[:, :, s:e], wh[:, :, s:e], Tj) for (s, e), Tj in zip(spans, Ts)]
     TW = [Tj @ wh[:, :, s:e] for (s, e), Tj in zip(spans, Ts)]  # T_j W_j, [B, H, L, D]
 
     outs = []
@@ -172,7 +178,7 @@ def _blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size):
         l = p.sum(dim=-1)
         acc = p @ vh[:, :, s:e]
         # off-diagonal blocks, right to left
-        Q_tilde = boundary_adjusted_queries(Qi, Wi, Ts[i])
+        Q_tilde = _boundary_adjusted_queries(Qi, Wi, Ts[i])
         for j in range(i - 1, -1, -1):
             sj, ej = spans[j]
             logits = scale * (Q_tilde @ K_end[j].transpose(-1, -2))
@@ -223,8 +229,8 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwi
     return _finish(_attend(S, vh), q)
 
 
-def _baseline_prepare(q, k, v, scale):
-    B, T, Hq, Hk, D = check_qkv(q, k, v)
+def _baseline_prepare(q, k, v, scale, finite: bool = True):
+    B, T, Hq, Hk, D = check_qkv(q, k, v, finite=finite)
     scale = check_scale(scale, D)
     dt = _compute_dtype(q)
     n_rep = Hq // Hk
@@ -244,9 +250,11 @@ def apply_rope(x: torch.Tensor, *, base: float = 10000.0, offset: int = 0) -> to
     """Rotate ``x`` ``[B, T, H, D]`` by RoPE: pair ``(x_{2m}, x_{2m+1})`` at position t turns by
     ``t * base^{-2m/D}``. ``offset`` shifts the positions (for decoding)."""
     check_tensor(x, "x", ndim=4, finite=False)
+    base = check_number(base, "base", positive=True)
+    offset = check_int(offset, "offset")
     D = x.shape[-1]
     if D % 2:
-        raise ValueError(f"RoPE needs an even head dim, got {D}")
+        raise ValueError(f"x must have an even head dim (last dimension) for RoPE, got {D}")
     dt = _compute_dtype(x)
     T = x.shape[1]
     inv_freq = base ** (-torch.arange(0, D, 2, dtype=dt, device=x.device) / D)
@@ -260,13 +268,17 @@ def apply_rope(x: torch.Tensor, *, base: float = 10000.0, offset: int = 0) -> to
 
 def rope_attention(q, k, v, *, scale=None, base: float = 10000.0) -> torch.Tensor:
     """Causal attention with rotary position embeddings on q and k (logit depends on i - j only)."""
-    check_qkv(q, k, v)
+    D = check_qkv(q, k, v, finite=False)[-1]
+    if D % 2:
+        raise ValueError(f"q and k must have an even head dim for RoPE, got {D}")
     return softmax_attention(apply_rope(q, base=base), apply_rope(k, base=base), v, scale=scale)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
     """ALiBi's per-head slopes ``m_h`` (Press et al.): a geometric sequence, ``2^{-8/n}`` for n a power of 2."""
-    if not isinstance(n_heads, int) or n_heads < 1:
+    if not isinstance(n_heads, int) or isinstance(n_heads, bool):
+        raise TypeError(f"n_heads must be a positive int, got {type(n_heads).__name__}")
+    if n_heads < 1:
         raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
 
     def power_of_two(n):
@@ -286,9 +298,10 @@ def alibi_attention(q, k, v, *, scale=None, slopes: Optional[torch.Tensor] = Non
     H, T = qh.shape[1], qh.shape[2]
     if slopes is None:
         slopes = alibi_slopes(H)
-    check_tensor(slopes, "slopes", ndim=1)
+    check_tensor(slopes, "slopes", ndim=1, finite=False)
     if slopes.shape[0] != H:
-        raise ValueError(f"slopes must have one entry per query head ({H}), got {slopes.shape[0]}")
+        raise ValueError(f"slopes must have one entry per query head (q has {H}), got {slopes.shape[0]}")
+    check_finite(slopes, "slopes")
     pos = torch.arange(T, device=q.device, dtype=dt)
     dist = pos[:, None] - pos[None, :]
     bias = -slopes.to(device=q.device, dtype=dt)[:, None, None] * dist
@@ -299,9 +312,10 @@ def fox_attention(q, k, v, g, *, scale=None) -> torch.Tensor:
     """Forgetting attention (FoX): causal softmax attention plus ``G_i - G_j``, G = cumsum of the
     log forget gates ``g`` ``[B, T, Hq]`` (<= 0)."""
     qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale)
-    check_tensor(g, "g", ndim=3, dtypes=PARAM_DTYPES)
+    check_tensor(g, "g", ndim=3, dtypes=PARAM_DTYPES, finite=False)
+    check_same_device(g, "g", q)
     if tuple(g.shape) != (q.shape[0], q.shape[1], q.shape[2]):
-        raise ValueError(f"g must have shape {tuple(q.shape[:3])}, got {tuple(g.shape)}")
-    if g.numel() and bool((g > 0).any()):
-        raise ValueError("g is a log forget gate and must be <= 0")
+        raise ValueError(f"g must have shape {tuple(q.shape[:3])} (like q's [B, T, Hq]), got {tuple(g.shape)}")
+    check_finite(g, "g")
+    check_log_gate(g)
     return _finish(_attend(scale * qh @ kh.transpose(-1, -2) + _gate_bias(g, dt), vh), q)

@@ -17,11 +17,19 @@ from typing import Optional
 
 import torch
 
-from ._checks import check_path_params, check_qkv, check_scale, check_tensor, check_block_size
+from ._checks import (PARAM_DTYPES, _name_dtype, check_beta_range, check_block_size, check_bool,
+                      check_finite, check_int, check_log_gate, check_path_params, check_qkv, check_scale,
+                      check_tensor, check_unit_rows)
 from .attention import path_attention
-from .householder import block_product, boundary_adjusted_keys, ut_transform
+from .householder import _block_product, _boundary_adjusted_keys, _ut_transform
 
 __all__ = ["PaTHCache", "keys_to_end", "prefill", "decode_path_attention"]
+
+CACHE_DTYPES = (torch.float32, torch.float64)
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 class PaTHCache:
@@ -32,15 +40,37 @@ class PaTHCache:
         values: ``[B, Hk, t, Dv]``.
         gate_prefix: ``[B, Hq, t]`` cumulative log gate G_j at each cached key (PaTH-FoX only).
         gate_total: ``[B, Hq]`` cumulative log gate G_t up to the current position (PaTH-FoX only).
+
+    The cache computes in its ``dtype`` (float32 or float64). Inputs of a lower precision are promoted
+    to it; float64 inputs to a float32 cache are refused (they would be rounded silently).
     """
 
     def __init__(self, batch_size: int, n_q_heads: int, n_kv_heads: int, head_dim: int,
                  value_dim: Optional[int] = None, *, dtype=torch.float32, device=None):
-        if n_kv_heads < 1 or n_q_heads % n_kv_heads:
+        check_int(batch_size, "batch_size", minimum=0)
+        check_int(n_q_heads, "n_q_heads", minimum=1)
+        check_int(n_kv_heads, "n_kv_heads", minimum=1)
+        check_int(head_dim, "head_dim", minimum=1)
+        value_dim = head_dim if value_dim is None else check_int(value_dim, "value_dim", minimum=1)
+        if n_q_heads % n_kv_heads:
             raise ValueError(f"n_q_heads ({n_q_heads}) must be a positive multiple of n_kv_heads ({n_kv_heads})")
-        value_dim = head_dim if value_dim is None else value_dim
+        if dtype not in CACHE_DTYPES:
+            shown = _name_dtype(dtype) if isinstance(dtype, torch.dtype) else type(dtype).__name__
+            raise TypeError(f"dtype must be float32 or float64, got {shown}")
+        if device is not None:
+            if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+                raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+            try:
+                device = torch.device(device)
+            except (RuntimeError, ValueError) as e:
+                raise ValueError(f"device {device!r} is not a device: {e}") from None
+            if device.type == "meta":
+                raise ValueError("device must be a real device, not meta (the cache holds data)")
         self.n_rep = n_q_heads // n_kv_heads
-        self.keys = torch.zeros(batch_size, n_kv_heads, 0, head_dim, dtype=dtype, device=device)
+        try:
+            self.keys = torch.zeros(batch_size, n_kv_heads, 0, head_dim, dtype=dtype, device=device)
+        except (RuntimeError, AssertionError) as e:
+            raise ValueError(f"device {str(device)!r} cannot be used here: {e}") from None
         self.values = torch.zeros(batch_size, n_kv_heads, 0, value_dim, dtype=dtype, device=device)
         self.gate_prefix = torch.zeros(batch_size, n_q_heads, 0, dtype=dtype, device=device)
         self.gate_total = torch.zeros(batch_size, n_q_heads, dtype=dtype, device=device)
@@ -52,8 +82,14 @@ class PaTHCache:
     def dtype(self):
         return self.keys.dtype
 
+    @property
+    def device(self):
+        return self.keys.device
+
     def transform(self, w_t: torch.Tensor, beta_t: torch.Tensor) -> None:
-        """Move every cached key across ``H_t``: ``k_j <- k_j - beta_t (w_t . k_j) w_t``."""
+        """Move every cached key across ``H_t``: ``k_j <- k_j - beta_t (w_t . k_j) w_t``.
+
+        (A building block of :meth:`step`, which checks its inputs; this does not.)"""
         w_t, beta_t = w_t.to(self.dtype), beta_t.to(self.dtype)
         proj = torch.einsum("bhtd,bhd->bht", self.keys, w_t)
         self.keys = self.keys - beta_t[..., None, None] * proj[..., None] * w_t[:, :, None, :]
@@ -74,66 +110,115 @@ class PaTHCache:
         logits = logits + self.gate_total[..., None] - self.gate_prefix
         return torch.einsum("bht,bhtd->bhd", torch.softmax(logits, dim=-1), values)
 
-    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None) -> torch.Tensor:
+    def _check_step(self, q_t, k_t, v_t, w_t, beta_t, g_t, check_values):
+        B, Hk, _, D = self.keys.shape
+        Hq = Hk * self.n_rep
+        expected = {"q_t": (B, Hq, D), "k_t": (B, Hk, D), "v_t": (B, Hk, self.values.shape[-1]),
+                    "w_t": (B, Hk, D), "beta_t": (B, Hk), "g_t": (B, Hq)}
+        layout = {"q_t": "[B, Hq, D]", "k_t": "[B, Hk, D]", "v_t": "[B, Hk, Dv]", "w_t": "[B, Hk, D]",
+                  "beta_t": "[B, Hk]", "g_t": "[B, Hq]"}
+        args = (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t))
+        for name, x in args:
+            if x is None and name == "g_t":
+                continue
+            check_tensor(x, name, dtypes=PARAM_DTYPES if name in ("w_t", "beta_t", "g_t") else
+                         (torch.float16, torch.bfloat16, torch.float32, torch.float64), finite=False)
+            if x.device != self.device:
+                raise ValueError(f"{name} must be on the cache's device ({self.device}), got {x.device}")
+            if x.dtype == torch.float64 and self.dtype != torch.float64:
+                raise TypeError(f"{name} is float64 but the cache is {_name_dtype(self.dtype)}: it would be "
+                                "rounded; create the cache with dtype=torch.float64 (or pass float32)")
+            if tuple(x.shape) != expected[name]:
+                extra = ""
+                if x.dim() >= 1 and x.shape[0] != B:
+                    extra = f" (the cache holds batch size {B}: is it a state from another batch?)"
+                raise ValueError(f"{name} must have shape {expected[name]} = {layout[name]}, "
+                                 f"got {tuple(x.shape)}{extra}")
+        if check_values:
+            for name, x in args:
+                if x is not None:
+                    check_finite(x, name)
+            check_beta_range(beta_t, "beta_t")
+            check_unit_rows(w_t, "w_t")
+            if g_t is not None:
+                check_log_gate(g_t, "g_t")
+
+    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, check_values: bool = True) -> torch.Tensor:
         """One decoding step: transform the cache by ``H_t``, append ``k_t``, attend with ``q_t``.
 
+        Args:
+            q_t ``[B, Hq, D]``; k_t, w_t ``[B, Hk, D]``; v_t ``[B, Hk, Dv]``; beta_t ``[B, Hk]``;
+            g_t ``[B, Hq]`` or None. w_t, beta_t, g_t are float32 or float64.
+            check_values: also check values (finite, beta_t in [0, 2], unit w_t, g_t <= 0); shapes,
+            dtypes and devices always are. Everything is checked before the cache changes.
         Returns ``[B, Hq, Dv]`` in the cache's dtype.
         """
-        B, Hk, _, D = self.keys.shape
-        expected = {"q_t": (B, Hk * self.n_rep, D), "k_t": (B, Hk, D), "v_t": (B, Hk, self.values.shape[-1]),
-                    "w_t": (B, Hk, D), "beta_t": (B, Hk)}
-        for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t)):
-            check_tensor(x, name)
-            if tuple(x.shape) != expected[name]:
-                raise ValueError(f"{name} must have shape {expected[name]}, got {tuple(x.shape)}")
-        if beta_t.numel() and (bool((beta_t < 0).any()) or bool((beta_t > 2).any())):
-            raise ValueError("beta_t must lie in [0, 2]")
-        if g_t is not None:
-            check_tensor(g_t, "g_t")
-            if tuple(g_t.shape) != (B, Hk * self.n_rep):
-                raise ValueError(f"g_t must have shape {(B, Hk * self.n_rep)}, got {tuple(g_t.shape)}")
+        check_bool(check_values, "check_values")
+        self._check_step(q_t, k_t, v_t, w_t, beta_t, g_t, check_values)
+        scale = check_scale(scale, self.keys.shape[-1])
         self.transform(w_t, beta_t)
         self.append(k_t, v_t, g_t)
-        return self.attend(q_t, check_scale(scale, D))
+        return self.attend(q_t, scale)
 
 
-def keys_to_end(k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor, *, block_size: int = 64) -> torch.Tensor:
+def keys_to_end(k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor, *, block_size: int = 64,
+                check_values: bool = True) -> torch.Tensor:
     """Every key moved to the end of the sequence: ``k_j -> H_{T-1} ... H_{j+1} k_j``.
 
     Linear in T: each block's keys go to the block's end with the UT transform, then across the
     later blocks with the suffix product ``S_c = P_{last} ... P_{c+1}`` of ``D x D`` block matrices,
     built right to left (``S_{c-1} = S_c P_c``).
 
-    Args: k, w ``[B, T, H, D]``; beta ``[B, T, H]``. Returns ``[B, T, H, D]`` in the compute dtype.
+    Args: k, w ``[B, T, H, D]`` (k any float dtype, w float32/float64); beta ``[B, T, H]``;
+        check_values: also check values (finite, beta in [0, 2], unit w); shapes and dtypes always are.
+    Returns ``[B, T, H, D]`` in the compute dtype (float64 for float64 k, else float32).
     """
     check_block_size(block_size)
-    dt = torch.float64 if k.dtype == torch.float64 else torch.float32
+    check_bool(check_values, "check_values")
+    check_tensor(k, "k", ndim=4, finite=False)
+    B, T, H, D = k.shape
+    if D == 0:
+        raise ValueError("k must have a positive head dimension")
+    check_path_params(k, k, w, beta, None, check_values=check_values)
+    if check_values:
+        check_finite(k, "k")
+    dt = _compute_dtype(k)
     kh, wh, bh = k.to(dt).transpose(1, 2), w.to(dt).transpose(1, 2), beta.to(dt).transpose(1, 2)
-    B, H, T, D = kh.shape
+    if T == 0:
+        return kh.transpose(1, 2).clone()
     S = torch.eye(D, dtype=dt, device=k.device).expand(B, H, D, D)
     out = []
     for s in reversed(range(0, T, block_size)):
         e = min(s + block_size, T)
         Wc, bc = wh[:, :, s:e], bh[:, :, s:e]
-        Tc = ut_transform(Wc, bc)
-        K_end = boundary_adjusted_keys(kh[:, :, s:e], Wc, Tc)   # rows (H_end ... H_{r+1} k_r)^T
-        out.append(K_end @ S.transpose(-1, -2))                  # rows (S k)^T
-        S = S @ block_product(Wc, bc, Tc)
+        Tc = _ut_transform(Wc, bc)
+        K_end = _boundary_adjusted_keys(kh[:, :, s:e], Wc, Tc)   # rows (H_end ... H_{r+1} k_r)^T
+        out.append(K_end @ S.transpose(-1, -2))                   # rows (S k)^T
+        S = S @ _block_product(Wc, bc, Tc)
     return torch.cat(out[::-1], dim=2).transpose(1, 2)
 
 
 def prefill(q, k, v, w, beta, g=None, *, scale=None, block_size: int = 64):
-    """Run a prompt in parallel and return ``(outputs [B, T, Hq, Dv], cache)`` ready for decoding."""
+    """Run a prompt in parallel and return ``(outputs [B, T, Hq, Dv], cache)`` ready for decoding.
+
+    The cache computes in float64 for float64 q, else float32. T = 0 gives empty outputs and an empty cache.
+    """
     B, T, Hq, Hk, D = check_qkv(q, k, v)
     check_path_params(q, k, w, beta, g)
-    o = path_attention(q, k, v, w, beta, g, scale=scale, impl="blockwise", block_size=block_size)
-    dt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    check_block_size(block_size)
+    scale = check_scale(scale, D)
+    # everything is checked: skip the second round of value checks (device syncs)
+    o = path_attention(q, k, v, w, beta, g, scale=scale, impl="blockwise", block_size=block_size,
+                       check_values=False)
+    dt = _compute_dtype(q)
     cache = PaTHCache(B, Hq, Hk, D, v.shape[-1], dtype=dt, device=q.device)
-    cache.keys = keys_to_end(k, w, beta, block_size=block_size).transpose(1, 2)
+    cache.keys = keys_to_end(k, w, beta, block_size=block_size, check_values=False).transpose(1, 2)
     cache.values = v.to(dt).transpose(1, 2)
     if g is not None:
         G = torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
-        cache.gate_prefix, cache.gate_total = G, G[:, :, -1] if T else cache.gate_total
+        cache.gate_prefix = G
+        if T:
+            cache.gate_total = G[:, :, -1]
     else:
         cache.gate_prefix = torch.zeros(B, Hq, T, dtype=dt, device=q.device)
     return o, cache
@@ -142,15 +227,18 @@ def prefill(q, k, v, w, beta, g=None, *, scale=None, block_size: int = 64):
 def decode_path_attention(q, k, v, w, beta, g=None, *, scale=None) -> torch.Tensor:
     """PaTH attention computed token by token through a :class:`PaTHCache`.
 
-    Same arguments and result as :func:`path_lib.attention.path_attention`: ``[B, T, Hq, Dv]``.
+    Same arguments and result as :func:`path_lib.attention.path_attention`: ``[B, T, Hq, Dv]``
+    (computed in float64 for float64 q, else float32, like it).
     """
     B, T, Hq, Hk, D = check_qkv(q, k, v)
     check_path_params(q, k, w, beta, g)
     scale = check_scale(scale, D)
-    dt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    dt = _compute_dtype(q)
     cache = PaTHCache(B, Hq, Hk, D, v.shape[-1], dtype=dt, device=q.device)
+    w, beta = w.to(dt), beta.to(dt)          # as path_attention: parameters in the compute dtype
+    g = None if g is None else g.to(dt)
     outs = [cache.step(q[:, t], k[:, t], v[:, t], w[:, t], beta[:, t], None if g is None else g[:, t],
-                       scale=scale) for t in range(T)]
+                       scale=scale, check_values=False) for t in range(T)]
     if not outs:
         return q.new_zeros(B, 0, Hq, v.shape[-1])
     return torch.stack(outs, dim=1).to(q.dtype)

@@ -158,9 +158,9 @@ def test_bad_input():
     w = torch.randn(3, 4, dtype=f64)
     with pytest.raises(ValueError, match="beta"):
         ut_transform(w, torch.ones(4, dtype=f64))
-    with pytest.raises(TypeError, match="w"):
+    with pytest.raises(TypeError, match="W must be a torch.Tensor"):   # named as in the signature
         ut_transform([[1.0]], torch.ones(1))
-    with pytest.raises(ValueError, match="w"):
+    with pytest.raises(ValueError, match="W contains NaN"):
         householder_product(torch.full((2, 3), float("nan"), dtype=f64), torch.ones(2, dtype=f64))
     with pytest.raises(TypeError, match="w"):
         householder(torch.ones(3, dtype=torch.int64), 1.0)
