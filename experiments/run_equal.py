@@ -19,8 +19,9 @@ Phases (run in the order given, each a list of (model, seed, ...) jobs):
 State (``--state``): ``done/<job>.json`` for finished runs, ``ckpt/<job>.pt`` for runs interrupted by the
 call's deadline (model, optimiser, schedule position, data generator: the next call resumes them). At
 the end of a call the state is packed into ``$OUT/state.tar`` (split in ``state.tar.partNN`` when larger
-than 15 MiB, at most 3 parts: a language-model checkpoint is about 38 MiB, so at most one survives); the next call unpacks ``--resume-from`` (that tarball, copied back into a git-ignored
-folder) before it starts. A job is started only if its predicted time (from the step rate of runs
+than 15 MiB, at most 3 parts: a language-model checkpoint is about 38 MiB, so at most one survives);
+the next call unpacks ``--resume-from`` (that tarball, copied back into a git-ignored folder) before
+it starts. A job is started only if its predicted time (from the step rate of runs
 finished earlier, recorded in the state) fits before the deadline.
 
 Records (written after every finished job, ``complete: false`` until a phase is done; a phase already
@@ -39,7 +40,6 @@ import io
 import json
 import math
 import multiprocessing as mp
-import os
 import sys
 import tarfile
 import time

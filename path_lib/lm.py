@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from . import rotations  # noqa: F401  (registers the rotation variants)
 from .corpus import Corpus, encode, load_stdlib_corpus, sample_windows
 from .layers import TinyLM
-from .train import TrainConfig, json_key, run_record, train
+from .train import TrainConfig, run_record, train
 
 __all__ = ["MODELS", "COMPARISON_MODELS", "LEGACY_MODEL_NAMES", "LMConfig", "PRESETS", "PAPER_B_RATIOS",
            "PAPER_A_CURVES", "build_model", "token_sigma_min", "path_backend", "pick_backend", "time_step",

@@ -1,6 +1,5 @@
 """Far attention mass inside trained models: the recomputed attention rows are the layers' own (they
 rebuild each layer's output), far mass and the chapter 11 bound are what their definitions say."""
-import math
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import torch
 from path_lib import theory
 from path_lib.farmass import attention_inputs, far_mass, far_mass_by_length, far_mass_table, last_query_row
 from path_lib.layers import TinyLM
-from path_lib.rotations import RandomRotationAttention, TokenRotationAttention, rotate_pairs
+from path_lib.rotations import TokenRotationAttention, rotate_pairs
 
 torch.set_num_threads(1)
 
