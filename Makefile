@@ -1,6 +1,6 @@
 # Two entry points (see README):
 #   make book   set up .venv, build the book with every notebook executed, print index.html
-#   make test   set up .venv, build the book if it is out of date, get Chromium, run pytest
+#   make test   set up .venv, build the book if it is out of date, get Chromium, run the linter (ruff), run pytest
 # Any Sphinx warning, cell error or failing test fails the target.
 
 SHELL      := /bin/bash
@@ -50,6 +50,7 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
 test: $(BUILD_STAMP) | $(CHROMIUM)
+	$(VENV)/bin/ruff check .
 	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) tests
 
 clean:

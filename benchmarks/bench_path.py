@@ -137,8 +137,6 @@ def ceilings(gen):
     y = torch.empty_like(x)
     cp_ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median")
     nbytes = 2 * x.numel() * x.element_size()
-    del a, b, x, y
-    torch.cuda.empty_cache()
     return dict(matmul_tflops=round(2 * n**3 / (mm_ms * 1e-3) / 1e12, 1), matmul_shape=[n, n, n],
                 copy_gbs=round(nbytes / (cp_ms * 1e-3) / 1e9, 1), copy_bytes=nbytes)
 
@@ -240,7 +238,9 @@ def main():
     def save():
         if args.warm_only:
             return
-        write_result(args.out, dict(schema=SCHEMA, kernel_sources_sha256=kernels.sources_sha256(), kernel_code_sha256=kernels.code_sha256(), fla=fla_ver, dtype="bfloat16", tokens=32768, hidden=2048,
+        write_result(args.out, dict(schema=SCHEMA, kernel_sources_sha256=kernels.sources_sha256(),
+                                    kernel_code_sha256=kernels.code_sha256(), fla=fla_ver, dtype="bfloat16",
+                                    tokens=32768, hidden=2048,
                                     do_bench=dict(warmup_ms=args.warmup, rep_ms=args.rep, stat="median"),
                                     ceilings=ceil, rows=rows), command=cmd)
     for D, T in shapes:

@@ -926,7 +926,7 @@ def _seg_grad_kernel(W, TW, DKS, RS, XS, DKA_C, DTW_C, DW_C, T, NB,
     t0 = i_c * BT
     r = tl.load(_sq(RS, xbase, 0, D))
     wb = tl.load(_tile(W, kbase, t0, HK, D, BT))
-    twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))
+    twb = tl.load(_tile(TW, kbase, t0, HK, D, BT))  # noqa: F841 (unused: removed in the kernel-config candidate)
     dks = tl.load(_tile(DKS, kbase, t0, HK, D, BT))
     dw = tl.zeros([BT, D], dtype=tl.float32)
     for jc in range(0, D // DC):

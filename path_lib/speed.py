@@ -413,7 +413,7 @@ def memory_table(rec: dict) -> str:
             if len(pts) < 2:
                 cells.append("-")
                 continue
-            (t0, lo), (t1, hi) = pts[0], pts[-1]
+            (_, lo), (_, hi) = pts[0], pts[-1]
             cells.append(f"{lo:,.0f} -> {hi:,.0f} ({hi / lo:.2f}x)")
         lines.append(f"| {method_label(rec, m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
