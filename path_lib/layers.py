@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import check_choice, check_tensor, check_tokens
+from ._checks import check_bool, check_choice, check_int, check_number, check_tensor, check_tokens
 from .attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
                         softmax_attention, alibi_attention)
 from .decoding import PaTHCache
@@ -49,6 +49,24 @@ def _param_dtype(x: torch.Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
+def _check_state(state, batch_size: int, name: str = "state") -> None:
+    """A recurrent state must be None or a dict whose tensors (and key caches) hold ``batch_size`` rows.
+
+    Shape checks only (no host sync). A state from another batch size is refused by name rather than
+    failing later inside a concatenation."""
+    if state is None:
+        return
+    if not isinstance(state, dict):
+        raise TypeError(f"{name} must be None or the dict returned by a previous step, got {type(state).__name__}")
+    for key, value in state.items():
+        if isinstance(value, PaTHCache):
+            value = value.keys
+        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] != batch_size:
+            raise ValueError(f"{name} was built for batch size {value.shape[0]} ({name}[{key!r}] has shape "
+                             f"{tuple(value.shape)}), but x_t has batch size {batch_size}; start a new state "
+                             "(state=None) for a new batch")
+
+
 def _check_x(x, d_model: int, name: str = "x", ndim: int = 3) -> None:
     check_tensor(x, name, ndim=ndim, finite=False)
     if x.shape[-1] != d_model:
@@ -61,10 +79,12 @@ class AttentionLayer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: Optional[int] = None,
                  head_dim: Optional[int] = None):
         super().__init__()
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if d_model < 1 or n_heads < 1:
-            raise ValueError(f"d_model and n_heads must be positive, got {d_model}, {n_heads}")
-        if n_kv_heads < 1 or n_heads % n_kv_heads:
+        check_int(d_model, "d_model", minimum=1)
+        check_int(n_heads, "n_heads", minimum=1)
+        n_kv_heads = n_heads if n_kv_heads is None else check_int(n_kv_heads, "n_kv_heads", minimum=1)
+        if head_dim is not None:
+            check_int(head_dim, "head_dim", minimum=1)
+        if n_heads % n_kv_heads:
             raise ValueError(f"n_heads ({n_heads}) must be a positive multiple of n_kv_heads ({n_kv_heads})")
         if head_dim is None:
             if d_model % n_heads:
@@ -87,12 +107,13 @@ class AttentionLayer(nn.Module):
 
     def out(self, o: torch.Tensor) -> torch.Tensor:
         """``o [B, T, Hq, Dh]`` -> ``[B, T, d_model]``."""
-        return self.o_proj(o.reshape(*o.shape[:2], -1))
+        return self.o_proj(o.reshape(*o.shape[:2], self.n_heads * self.head_dim))
 
     # Baselines decode with a plain growing KV cache and this layer's logit bias.
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
         """One token: ``x_t [B, d_model]`` -> ``(y_t [B, d_model], state)``."""
         _check_x(x_t, self.d_model, "x_t", ndim=2)
+        _check_state(state, x_t.shape[0])
         x = x_t[:, None]
         if state is None:
             state = {"x": x}
@@ -119,6 +140,7 @@ class _CachedSoftmaxAttention(AttentionLayer):
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
         _check_x(x_t, self.d_model, "x_t", ndim=2)
+        _check_state(state, x_t.shape[0])
         q, k, v = self.qkv(x_t[:, None])                     # [B, 1, H, Dh]
         pos = 0 if state is None else state["pos"]
         q, k = self._position_qk(q, k, pos)
@@ -152,7 +174,7 @@ class RoPEAttention(_CachedSoftmaxAttention):
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rope_base: float = 10000.0):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
-        self.rope_base = rope_base
+        self.rope_base = check_number(rope_base, "rope_base", positive=True)
 
     def forward(self, x):
         _check_x(x, self.d_model)
@@ -211,7 +233,7 @@ class SBAAttention(AttentionLayer):
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, attend_current: bool = False):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
-        self.attend_current = bool(attend_current)
+        self.attend_current = check_bool(attend_current, "attend_current")
 
     def forward(self, x):
         _check_x(x, self.d_model)
@@ -220,6 +242,7 @@ class SBAAttention(AttentionLayer):
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
         _check_x(x_t, self.d_model, "x_t", ndim=2)
+        _check_state(state, x_t.shape[0])
         q, k, v = self.qkv(x_t[:, None])
         k, v = k[:, 0, :, None], v[:, 0, :, None]            # [B, Hk, 1, Dh]
         new = state is None
@@ -263,10 +286,14 @@ class PaTHAttention(AttentionLayer):
                  backend: str = "auto", block_size: int = 64):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
         check_choice(backend, "backend", BACKENDS)
-        if beta_max is not None and not (0 < beta_max <= 2):
-            raise ValueError(f"beta_max must lie in (0, 2], got {beta_max}")
-        if conv_size < 1 or w_rank < 1:
-            raise ValueError("conv_size and w_rank must be positive")
+        check_int(w_rank, "w_rank", minimum=1)
+        check_int(conv_size, "conv_size", minimum=1)
+        check_bool(use_forget_gate, "use_forget_gate")
+        check_int(block_size, "block_size", minimum=1)
+        if beta_max is not None:
+            beta_max = check_number(beta_max, "beta_max")
+            if not (0 < beta_max <= 2):
+                raise ValueError(f"beta_max must lie in (0, 2], got {beta_max}")
         self.backend, self.block_size, self.beta_max, self.conv_size = backend, block_size, beta_max, conv_size
         w_dim = self.n_kv_heads * self.head_dim
         self.w_down = _init_linear(nn.Linear(d_model, w_rank, bias=False))
@@ -282,6 +309,8 @@ class PaTHAttention(AttentionLayer):
     def _w_from_conv_input(self, u: torch.Tensor) -> torch.Tensor:
         """``u [B, T + conv_size - 1, w_dim]`` (left context included) -> w ``[B, T, Hk, Dh]`` float32."""
         B = u.shape[0]
+        if u.shape[1] < self.conv_size:                      # T = 0: nothing to convolve
+            return u.new_zeros(B, 0, self.n_kv_heads, self.head_dim, dtype=_param_dtype(u))
         y = F.conv1d(u.transpose(1, 2), self.w_conv.weight, groups=u.shape[-1]).transpose(1, 2)
         y = F.silu(y).to(_param_dtype(u)).view(B, -1, self.n_kv_heads, self.head_dim)
         return F.normalize(y, dim=-1, eps=1e-6)
@@ -315,6 +344,8 @@ class PaTHAttention(AttentionLayer):
         _check_x(x, self.d_model)
         q, k, v = self.qkv(x)
         w, beta, g = self.path_params(x)
+        if x.shape[1] == 0:                                  # an empty sequence: empty output
+            return self.out(q.new_zeros(x.shape[0], 0, self.n_heads, self.head_dim))
         backend = self._resolve_backend(q)
         if backend == "triton":
             from kernels import path_attention as triton_path_attention
@@ -329,6 +360,7 @@ class PaTHAttention(AttentionLayer):
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
         """One token through the transformed-key cache: ``x_t [B, d_model]`` -> ``(y_t, state)``."""
         _check_x(x_t, self.d_model, "x_t", ndim=2)
+        _check_state(state, x_t.shape[0])
         B = x_t.shape[0]
         x = x_t[:, None]
         q, k, v = self.qkv(x)
@@ -386,6 +418,7 @@ class _Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
     def step(self, x_t, state):
+        _check_state(state, x_t.shape[0])
         a, state = self.attn.step(self.norm1(x_t), state)
         x_t = x_t + a
         return x_t + self.mlp(self.norm2(x_t)), state
@@ -411,8 +444,15 @@ class TinyLM(nn.Module):
                  attention: str = "path", mlp_ratio: float = 4.0, tie_embeddings: bool = True,
                  **attention_kwargs):
         super().__init__()
-        if vocab_size < 1 or n_layers < 1:
-            raise ValueError(f"vocab_size and n_layers must be positive, got {vocab_size}, {n_layers}")
+        check_int(vocab_size, "vocab_size", minimum=1)
+        check_int(d_model, "d_model", minimum=1)
+        check_int(n_layers, "n_layers", minimum=1)
+        check_int(n_heads, "n_heads", minimum=1)
+        mlp_ratio = check_number(mlp_ratio, "mlp_ratio", positive=True)
+        if int(mlp_ratio * d_model) < 1:
+            raise ValueError(f"mlp_ratio * d_model must give an MLP width >= 1, got mlp_ratio={mlp_ratio}, "
+                             f"d_model={d_model}")
+        check_bool(tie_embeddings, "tie_embeddings")
         check_choice(attention, "attention", tuple(ATTENTION_LAYERS))
         self.vocab_size, self.attention = vocab_size, attention
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -449,7 +489,12 @@ class TinyLM(nn.Module):
     def step(self, token: torch.Tensor, state: Optional[list] = None):
         """One token per sequence: ``token [B]`` -> ``(logits [B, vocab_size], state)``."""
         self._check_tokens(token, 1)
-        state = [None] * len(self.blocks) if state is None else state
+        if state is None:
+            state = [None] * len(self.blocks)
+        elif not isinstance(state, list) or len(state) != len(self.blocks):
+            raise ValueError(f"state must be None or the list of {len(self.blocks)} per-layer states returned by "
+                             f"a previous step, got {type(state).__name__}"
+                             + (f" of length {len(state)}" if isinstance(state, (list, tuple)) else ""))
         self._hand_token_ids(token[:, None])
         try:
             x = self.embed(token)
@@ -463,9 +508,15 @@ class TinyLM(nn.Module):
     def generate(self, prompt: torch.Tensor, n_new: int, *, temperature: float = 0.0,
                  generator: Optional[torch.Generator] = None) -> torch.Tensor:
         """Greedy (temperature 0) or sampled continuation of ``prompt [B, T0]``; returns ``[B, T0 + n_new]``."""
-        self._check_tokens(prompt, 2)
-        if prompt.shape[1] == 0:
-            raise ValueError("prompt must contain at least one token")
+        check_tokens(prompt, self.vocab_size, ndim=2, min_len=1, name="prompt")
+        if prompt.shape[0] == 0:
+            raise ValueError(f"prompt must have at least one sequence, got shape {tuple(prompt.shape)}")
+        check_int(n_new, "n_new", minimum=0)
+        temperature = check_number(temperature, "temperature")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         state, out = None, [prompt]
         for t in range(prompt.shape[1]):
             logits, state = self.step(prompt[:, t], state)

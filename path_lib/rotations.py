@@ -53,7 +53,7 @@ import torch.nn as nn
 
 from ._checks import check_tensor
 from .attention import softmax_attention
-from .layers import AttentionLayer, register_attention
+from .layers import AttentionLayer, _check_state, register_attention
 
 __all__ = ["rotate_pairs", "cumulative_angles", "block_rotation_matrix", "accumulated_rotation_attention",
            "angle_scales", "mixing_windows", "RandomRotationAttention", "LearnedRotationAttention",
@@ -263,6 +263,7 @@ class TokenRotationAttention(AttentionLayer):
         """One token: keeps ``Phi`` (the accumulated angle) and keys (values) in the common frame."""
         check_tensor(x_t, "x_t", ndim=2, finite=False)
         B = x_t.shape[0]
+        _check_state(state, B)
         q, k, v = self.qkv(x_t[:, None])                             # [B, 1, H, Dh]
         dt = torch.float64 if x_t.dtype == torch.float64 else torch.float32
         theta = self.angles(self._ids(B, 1, x_t.device), dt)[:, 0]  # [B, Hk, D/2]
