@@ -230,13 +230,47 @@ def _schedule_key(cfg: TrainConfig) -> Dict:
     return d
 
 
+def _check_int(name: str, v, lo: int, *, optional: bool = False) -> None:
+    if optional and v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int{' or None' if optional else ''}, got {type(v).__name__}")
+    if v < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {v}")
+
+
+def _check_targets(y: torch.Tensor, vocab: int, step: int) -> bool:
+    """Raise if ``y`` holds a value outside ``[0, vocab)`` other than -100; return False if nothing is
+    scored. One elementwise pass and one reduction (``.min()``) on ``y``'s device."""
+    if y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
+        raise TypeError(f"step {step}: targets must be an integer tensor, got {y.dtype}")
+    if y.numel() == 0:
+        return False
+    ok = (y >= 0) & (y < vocab)
+    code = torch.where(ok, y, torch.where(y == IGNORE_INDEX, vocab, -1))
+    m = int(code.min())
+    if m < 0:
+        bad = torch.unique(y[code < 0])[:5].tolist()
+        raise ValueError(f"step {step}: targets must lie in [0, {vocab}) (the model's logit size) or be "
+                         f"{IGNORE_INDEX} (not scored); got {bad}")
+    return m < vocab
+
+
+def _save_checkpoint(path, **state) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = str(path) + ".tmp"
+    torch.save(state, tmp)
+    Path(tmp).replace(path)
+
+
 def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch.Tensor, torch.Tensor]],
           config: TrainConfig, *, eval_sets: Optional[Dict[str, List]] = None, device=None,
           progress: bool = True, desc: str = "train", log_every: int = 10,
           time_limit_s: Optional[float] = None, calibrate_steps: int = 20,
           per_position: bool = False, checkpoint_path: Optional[str] = None, resume: bool = True,
           deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
-          callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None) -> Dict:
+          callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None,
+          on_nonfinite: str = "raise") -> Dict:
     """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
 
     Args:
@@ -264,12 +298,31 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         stop_after_steps: stop once this many steps are done in all (same semantics as ``deadline``).
         callback: ``callback(step, loss)`` at every logged step.
         data_seed: seed of the data generator (default ``config.seed``).
+        on_nonfinite: what a bad batch does. Every step, BEFORE the backward pass and the optimizer step,
+            the targets are checked against the logit size (a value outside ``[0, V)`` other than -100
+            is a ValueError naming the step, always) and the loss is checked. ``"raise"`` (default): a
+            NaN/inf loss raises ``FloatingPointError`` and a batch with no scored position (all targets
+            -100) raises ``ValueError``, both naming the step, with model and optimizer exactly as before
+            that step. ``"skip"``: such a batch is skipped (no backward, no optimizer step, its tokens
+            not counted in ``tokens_seen``, no history entry); the step index, the learning-rate schedule
+            and the data stream still advance, so the following steps use the same lr and batches as
+            a run without the bad batch. Skipped steps are listed in ``"skipped_steps"``.
+            Cost: on CPU the loss is read every step (``float(loss)``); on CUDA the loss is checked only
+            at logged steps (``log_every``), where the loop already reads it, so no host sync is added;
+            targets are checked every step where they live (on the host before the transfer: no GPU
+            sync; targets that ``sample`` returns on the GPU are checked only at logged steps).
+
+    A ``KeyboardInterrupt`` during the loop closes the progress bar, writes the resumable checkpoint
+    (when ``checkpoint_path`` is given; the step in progress is rolled back, so resuming is
+    bit-identical to an uninterrupted run on CPU; an interrupt inside the optimizer step itself
+    writes none) and re-raises.
+
     Returns:
         ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}],
         "final": {name: metrics} (not for a run paused to be resumed), "steps_done", "steps_planned", "steps_requested",
         "complete", "stopped_early", "tokens_seen", "final_lr", "final_train_loss" (mean training loss
         of the last 10% of steps), "train_seconds" (this call), "wall_seconds" (all calls), "calls",
-        "n_parameters"}``.
+        "n_parameters", "skipped_steps": [{"step", "reason"}]}``.
     """
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -277,6 +330,17 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         raise TypeError(f"sample must be callable, got {type(sample).__name__}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    config.__post_init__()                 # a config mutated after construction (p.config.steps = -1)
+    _check_int("log_every", log_every, 1)
+    _check_int("calibrate_steps", calibrate_steps, 1)
+    _check_int("stop_after_steps", stop_after_steps, 0, optional=True)
+    for name, v in (("time_limit_s", time_limit_s), ("deadline", deadline)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v)):
+            raise TypeError(f"{name} must be a number or None, got {v!r}")
+    if time_limit_s is not None and not time_limit_s > 0:
+        raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
+    if on_nonfinite not in ("raise", "skip"):
+        raise ValueError(f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}")
     if time_limit_s is not None and checkpoint_path is not None:
         raise ValueError("time_limit_s cuts the schedule to fit a budget; a resumable run (checkpoint_path) "
                          "keeps its schedule: pass deadline instead")
@@ -294,6 +358,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     history, evals, recent = [], [], []
     keep = max(1, steps_requested // 10)
     first, tokens_seen, wall_before, calls = 0, 0, 0.0, 1
+    skipped: List[Dict] = []
     if checkpoint_path is not None and resume and Path(checkpoint_path).exists():
         ck = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
         if ck["schedule"] != _schedule_key(config) or ck.get("data_seed") != data_seed:
@@ -306,6 +371,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         _set_rng_state(ck["rng"], device)
         history, evals, recent = ck["history"], ck["evals"], ck["recent_losses"]
         first, tokens_seen, wall_before, calls = ck["steps_done"], ck["tokens_seen"], ck["wall_seconds"], ck["calls"] + 1
+        skipped = list(ck.get("skipped_steps", []))
     bar = None
     if progress:
         from tqdm import tqdm        # plain text bar (no widget state)
@@ -324,58 +390,106 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         evals.append(rec)
         return rec
 
+    if (first and eval_sets and config.eval_every and first % config.eval_every == 0 and first < config.steps
+            and (not evals or evals[-1]["step"] != first)):
+        run_evals(first)             # an interrupt (checkpointed) came between a step and its evaluation
+    per_step_check = device.type != "cuda"
+    snap = None                      # (generator, RNG states, tokens_seen) at the start of the step in progress
+    phase, n_done = "post", first    # "pre": nothing of this step committed; "update": optimizer step running
+
+    def checkpoint(steps_done, gen_state, rng, tokens, wall):
+        _save_checkpoint(checkpoint_path, model=model.state_dict(), optimizer=opt.state_dict(), generator=gen_state,
+                         rng=rng, history=history, evals=evals, recent_losses=[float(v) for v in recent],
+                         steps_done=steps_done, tokens_seen=tokens, wall_seconds=wall, calls=calls,
+                         schedule=_schedule_key(config), data_seed=data_seed, skipped_steps=skipped)
+
     step = first - 1
-    while step + 1 < steps_planned:
-        if (deadline is not None and time.time() > deadline) or \
-                (stop_after_steps is not None and step + 1 >= stop_after_steps):
-            stopped_early = paused = True
-            break
-        step += 1
-        if time_limit_s is not None:
-            if step == 2:
-                t_cal = time.perf_counter()
-            elif step == 2 + calibrate_steps and t_cal is not None:
-                per_step = (time.perf_counter() - t_cal) / calibrate_steps
-                fit = int((time_limit_s - (time.perf_counter() - t0)) / per_step) + step
-                if fit < steps_planned:
-                    steps_planned = max(fit, step + 1)
-                    config = dataclasses.replace(config, steps=steps_planned,
-                                                 warmup=min(config.warmup, steps_planned))
-                    if bar is not None:
-                        bar.total = steps_planned
-        lr = lr_at(step, config)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        x, y = sample(step, gen)
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        tokens_seen += x.numel()
-        with _autocast(device, config.autocast_bf16):
-            logits = model(x)
-        loss = masked_loss(logits, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
-        recent.append(loss.detach())
-        if len(recent) > keep:
-            del recent[0]
-        if step % log_every == 0 or step == steps_planned - 1:
-            lv = float(loss.detach())
-            if not math.isfinite(lv):
-                raise FloatingPointError(f"training loss became {lv} at step {step}")
-            history.append({"step": step, "loss": lv, "lr": lr})
+    try:
+        while step + 1 < steps_planned:
+            if (deadline is not None and time.time() > deadline) or \
+                    (stop_after_steps is not None and step + 1 >= stop_after_steps):
+                stopped_early = paused = True
+                break
+            if checkpoint_path is not None:
+                snap = (gen.get_state(), _rng_state(device), tokens_seen)
+            phase = "pre"
+            step += 1
+            if time_limit_s is not None:
+                if step == 2:
+                    t_cal = time.perf_counter()
+                elif step == 2 + calibrate_steps and t_cal is not None:
+                    per_step = (time.perf_counter() - t_cal) / calibrate_steps
+                    fit = int((time_limit_s - (time.perf_counter() - t0)) / per_step) + step
+                    if fit < steps_planned:
+                        steps_planned = max(fit, step + 1)
+                        config = dataclasses.replace(config, steps=steps_planned,
+                                                     warmup=min(config.warmup, steps_planned))
+                        if bar is not None:
+                            bar.total = steps_planned
+            lr = lr_at(step, config)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            x, y = sample(step, gen)
+            y_host = y if y.device.type == "cpu" else None
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with _autocast(device, config.autocast_bf16):
+                logits = model(x)
+            logged = step % log_every == 0 or step == steps_planned - 1
+            reason = None
+            if y_host is not None or per_step_check or logged:
+                if not _check_targets(y_host if y_host is not None else y, logits.shape[-1], step):
+                    reason = "no scored position (all targets -100)"
+                    if on_nonfinite == "raise":
+                        raise ValueError(f"step {step}: the batch has no scored position (every target is "
+                                         f"{IGNORE_INDEX}); model and optimizer are as before this step")
+            if reason is None:
+                loss = masked_loss(logits, y)
+                lv = float(loss.detach()) if (per_step_check or logged) else None
+                if lv is not None and not math.isfinite(lv):
+                    reason = f"loss {lv}"
+                    if on_nonfinite == "raise":
+                        raise FloatingPointError(f"training loss became {lv} at step {step} (before the optimizer "
+                                                 f"step: model and optimizer are as before this step)")
+            if reason is None:
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                phase = "update"
+                opt.step()
+                tokens_seen += x.numel()
+                recent.append(loss.detach())
+                if len(recent) > keep:
+                    del recent[0]
+                if logged:
+                    history.append({"step": step, "loss": lv, "lr": lr})
+            else:
+                phase = "update"
+                skipped.append({"step": step, "reason": reason})
+            n_done = step + 1
+            phase = "post"
+            if logged and reason is None:
+                if bar is not None:
+                    bar.set_postfix(loss=f"{lv:.4f}")
+                if callback is not None:
+                    callback(step, lv)
             if bar is not None:
-                bar.set_postfix(loss=f"{lv:.4f}")
-            if callback is not None:
-                callback(step, lv)
+                bar.update(1)
+            if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < steps_planned and eval_sets:
+                run_evals(step + 1)
+            if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
+                stopped_early = True
+                break
+    except BaseException as exc:
         if bar is not None:
-            bar.update(1)
-        if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < steps_planned and eval_sets:
-            run_evals(step + 1)
-        if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
-            stopped_early = True
-            break
+            bar.close()
+        if isinstance(exc, KeyboardInterrupt) and checkpoint_path is not None and phase != "update":
+            wall = wall_before + time.perf_counter() - t0
+            if phase == "pre" and snap is not None:     # roll the step in progress back
+                checkpoint(n_done, snap[0], snap[1], snap[2], wall)
+            else:
+                checkpoint(n_done, gen.get_state(), _rng_state(device), tokens_seen, wall)
+        raise
     if bar is not None:
         bar.close()
     if device.type == "cuda":
@@ -386,13 +500,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     wall = wall_before + train_seconds
     complete = steps_done == steps_requested and steps_planned == steps_requested
     if not complete and checkpoint_path is not None and steps_done < steps_planned:
-        Path(checkpoint_path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = str(checkpoint_path) + ".tmp"
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
-                    "rng": _rng_state(device), "history": history, "evals": evals, "recent_losses": recent,
-                    "steps_done": steps_done, "tokens_seen": tokens_seen, "wall_seconds": wall, "calls": calls,
-                    "schedule": _schedule_key(config), "data_seed": data_seed}, tmp)
-        Path(tmp).replace(checkpoint_path)
+        checkpoint(steps_done, gen.get_state(), _rng_state(device), tokens_seen, wall)
     resumable = paused and checkpoint_path is not None     # stopped to be resumed: no final evaluation
     final = run_evals(steps_done, per_position) if (eval_sets and not resumable) else {"step": steps_done}
     if complete and checkpoint_path is not None and Path(checkpoint_path).exists():
@@ -408,7 +516,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
             "steps_requested": steps_requested, "complete": complete, "tokens_seen": tokens_seen,
             "final_lr": lr, "final_train_loss": (math.fsum(recent) / len(recent)) if recent else float("nan"),
             "data_seed": config.seed if data_seed is None else data_seed,
-            "n_parameters": sum(p.numel() for p in model.parameters())}
+            "n_parameters": sum(p.numel() for p in model.parameters()), "skipped_steps": skipped}
 
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:

@@ -235,3 +235,134 @@ def test_generated_eval_is_fixed_and_large_enough():
     assert out["n_tokens"] == scored
     with pytest.raises(ValueError, match="task"):
         GeneratedEval("nope", 8, min_scored=1)
+
+
+# ---------------------------------------------------------------------------------------------- bad batches, interrupts
+
+def _params(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _bad_at(bad_step, kind="ignored"):
+    """_sample, except that at ``bad_step`` every target is -100 (nothing scored)."""
+    def sample(step, gen):
+        x, y = _sample(step, gen)
+        return (x, torch.full_like(y, -100)) if step == bad_step else (x, y)
+    return sample
+
+
+class _NanAt(nn.Module):
+    """A TinyLM whose logits turn NaN at the forward call number ``at`` (0-based)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.lm, self.at, self.calls = _fresh("rope"), at, 0
+
+    def forward(self, x):
+        out = self.lm(x)
+        self.calls += 1
+        return out * float("nan") if self.calls - 1 == self.at else out
+
+
+@pytest.mark.parametrize("kind", ["nan", "ignored"])
+def test_bad_batch_raises_before_the_update(kind):
+    cfg = TrainConfig(steps=6, lr=1e-2, warmup=1)
+    model = _NanAt(3) if kind == "nan" else _fresh("rope")
+    sample = _sample if kind == "nan" else _bad_at(3, "ignored")
+    seen = {}
+
+    def cb(step, loss):                        # log_every=1: called after each completed step
+        seen["params"], seen["opt_steps"] = _params(model), step + 1
+
+    exc = FloatingPointError if kind == "nan" else ValueError
+    with pytest.raises(exc, match="step 3"):
+        train(model, sample, cfg, progress=False, device="cpu", log_every=1, callback=cb)
+    assert seen["opt_steps"] == 3
+    for k, v in model.state_dict().items():    # exactly the state after step 2
+        assert torch.equal(v, seen["params"][k]), k
+
+
+def test_skip_bad_batches_keeps_schedule_and_data():
+    cfg = TrainConfig(steps=6, lr=1e-2, warmup=1, seed=2)
+    res = train(_NanAt(2), _bad_at(4, "ignored"), cfg, progress=False, device="cpu", log_every=1,
+                on_nonfinite="skip")
+    assert [s["step"] for s in res["skipped_steps"]] == [2, 4]
+    assert "nan" in res["skipped_steps"][0]["reason"] and "scored" in res["skipped_steps"][1]["reason"]
+    assert [h["step"] for h in res["history"]] == [0, 1, 3, 5]          # the step index still advances
+    assert res["steps_done"] == 6 and res["tokens_seen"] == 4 * 8 * 16   # skipped tokens not counted
+    assert res["final_lr"] == lr_at(5, cfg)
+    assert train(_fresh("rope"), _sample, cfg, progress=False)["skipped_steps"] == []
+
+
+def test_bad_targets_are_named():
+    def sample(step, gen):
+        x, y = _sample(step, gen)
+        y[0, 0] = 7 if step == 1 else y[0, 0]
+        return x, y
+    model = _fresh("rope")
+    with pytest.raises(ValueError, match=r"step 1: targets must lie in \[0, 5\).*\[7\]"):
+        train(model, sample, TrainConfig(steps=3, warmup=1), progress=False, device="cpu")
+    with pytest.raises(ValueError, match=r"\[-1\]"):
+        train(model, lambda s, g: (_sample(s, g)[0], torch.full((8, 16), -1)), TrainConfig(steps=2, warmup=1),
+              progress=False, device="cpu")
+    with pytest.raises(TypeError, match="integer"):
+        train(model, lambda s, g: (_sample(s, g)[0], torch.zeros(8, 16)), TrainConfig(steps=2, warmup=1),
+              progress=False, device="cpu")
+
+
+@pytest.mark.parametrize("kw,exc,word", [
+    (dict(time_limit_s=-1), ValueError, "time_limit_s"), (dict(time_limit_s=0), ValueError, "time_limit_s"),
+    (dict(log_every=0), ValueError, "log_every"), (dict(log_every=1.5), TypeError, "log_every"),
+    (dict(calibrate_steps=0), ValueError, "calibrate_steps"), (dict(stop_after_steps=-1), ValueError, "stop_after"),
+    (dict(on_nonfinite="ignore"), ValueError, "on_nonfinite"), (dict(steps=-1), ValueError, "steps"),
+    (dict(steps=2.5), TypeError, "steps"),
+])
+def test_bad_train_arguments(kw, exc, word):
+    cfg = TrainConfig(steps=3, warmup=1)
+    if "steps" in kw:
+        cfg.steps = kw.pop("steps")            # mutated after construction
+    with pytest.raises(exc, match=word):
+        train(_fresh("rope"), _sample, cfg, progress=False, **kw)
+
+
+@pytest.mark.parametrize("where", ["sample", "callback"])
+def test_keyboard_interrupt_checkpoints_and_resumes(tmp_path, monkeypatch, where):
+    """Ctrl-C in sample() at step 5 (nothing of it committed) or in the callback after step 7 (before that
+    step's evaluation): a checkpoint is written, the bar closed, the interrupt re-raised; resuming equals an
+    uninterrupted run bit for bit."""
+    import tqdm as tqdm_mod
+    closed = []
+
+    class Bar(tqdm_mod.tqdm):
+        def close(self):
+            closed.append(True)
+            super().close()
+    monkeypatch.setattr(tqdm_mod, "tqdm", Bar)
+    cfg = TrainConfig(steps=10, lr=3e-3, warmup=2, eval_every=4, seed=4)
+    ev = {"id": [flip_flop(16, 16, seed=1)[:2]]}
+    m1 = _fresh("path")
+    a = train(m1, _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1)
+    ck = tmp_path / "ck.pt"
+
+    def sample(step, gen):
+        batch = _sample(step, gen)             # the generator has moved on: the checkpoint must roll it back
+        if where == "sample" and step == 5:
+            raise KeyboardInterrupt
+        return batch
+
+    def cb(step, loss):
+        if where == "callback" and step == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(_fresh("path"), sample, cfg, eval_sets=ev, progress=True, device="cpu", log_every=1,
+              checkpoint_path=str(ck), callback=cb)
+    assert ck.exists() and closed
+    assert torch.load(ck, weights_only=False)["steps_done"] == (5 if where == "sample" else 8)
+    m3 = _fresh("path", seed=77)
+    b = train(m3, _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1, checkpoint_path=str(ck))
+    assert b["complete"] and b["calls"] == 2 and not ck.exists()
+    for (n, x), y in zip(m1.state_dict().items(), m3.state_dict().values()):
+        assert torch.equal(x, y), n
+    for key in ("history", "evals", "final", "final_train_loss", "tokens_seen", "final_lr", "steps_done"):
+        assert a[key] == b[key], key
