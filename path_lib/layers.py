@@ -16,6 +16,7 @@ Layers whose class sets ``uses_token_ids = True`` (the token-angle rotations of
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Dict, Optional
 
 import torch
@@ -47,6 +48,18 @@ def _init_linear(layer: nn.Linear, std: float = 0.02) -> nn.Linear:
 def _param_dtype(x: torch.Tensor) -> torch.dtype:
     """w, beta and g are float32, or float64 when the model runs in float64 (for exact checks)."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+_FALLBACK_WARNED = False
+
+
+def _warn_fallback(reason: str) -> None:
+    """Warn once per process that ``backend="auto"`` runs the blockwise PyTorch path on CUDA."""
+    global _FALLBACK_WARNED
+    if not _FALLBACK_WARNED:
+        _FALLBACK_WARNED = True
+        warnings.warn(f'PaTHAttention(backend="auto") on CUDA falls back to the blockwise PyTorch path: {reason}. '
+                      'Pass backend="triton" to use the kernels anyway.', RuntimeWarning, stacklevel=3)
 
 
 def _check_state(state, batch_size: int, name: str = "state") -> None:
@@ -328,16 +341,20 @@ class PaTHAttention(AttentionLayer):
 
     def _resolve_backend(self, q: torch.Tensor) -> str:
         """``"auto"``: the Triton kernels on CUDA once they have passed the GPU correctness sweep
-        (``kernels.GPU_VERIFIED``, set from a recorded sweep); otherwise the exact blockwise mirror."""
+        (``kernels.GPU_VERIFIED``, set from a recorded sweep); otherwise the exact blockwise mirror,
+        with one warning per process when that happens on CUDA (the fallback is much slower)."""
         if self.backend != "auto":
             return self.backend
         if q.is_cuda and self.head_dim in (32, 64, 128):
             try:
                 import kernels
-            except ImportError:
+            except ImportError as e:
+                _warn_fallback(f"the kernels package cannot be imported ({e})")
                 return "blockwise"
             if getattr(kernels, "GPU_VERIFIED", False):
                 return "triton"
+            _warn_fallback("kernels.GPU_VERIFIED is False: this kernel code has not passed the GPU "
+                           "correctness sweep (benchmarks/DESIGN.md, How to change a kernel)")
         return "blockwise"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -231,3 +231,27 @@ def test_generate_greedy_and_sampled_still_work(kind):
     g = torch.Generator().manual_seed(0)
     sampled = lm.generate(PROMPT, 3, temperature=0.7, generator=g)
     assert sampled.shape == (2, 6) and int(sampled.max()) < V and not math.isnan(float(sampled.sum()))
+
+
+def test_auto_backend_warns_once_when_it_falls_back_on_cuda(monkeypatch):
+    """backend="auto" on a CUDA tensor with unverified kernels runs the blockwise path and says so once
+    (a CUDA tensor is faked: only ``is_cuda`` is read on this path)."""
+    import warnings
+
+    import kernels
+    from path_lib import layers
+
+    class FakeCuda:
+        is_cuda = True
+
+    layer = layers.PaTHAttention(64, 2, backend="auto")
+    monkeypatch.setattr(kernels, "GPU_VERIFIED", False)
+    monkeypatch.setattr(layers, "_FALLBACK_WARNED", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert layer._resolve_backend(FakeCuda()) == "blockwise"
+        assert layer._resolve_backend(FakeCuda()) == "blockwise"
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "GPU_VERIFIED is False" in msgs[0]
+    monkeypatch.setattr(kernels, "GPU_VERIFIED", True)
+    assert layer._resolve_backend(FakeCuda()) == "triton"
