@@ -26,6 +26,24 @@ for p in (str(ROOT), str(ROOT / "experiments")):
         sys.path.insert(0, p)
 
 
+def _step_times(step, next_batch, steps, device):
+    """Sorted wall times of ``steps`` optimizer steps (``step(x, y)`` on ``next_batch()``), after 3
+    warm-up steps; the device is synchronised around each timed step."""
+    import torch
+    ts = []
+    for i in range(steps + 3):
+        x, y = next_batch()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(x, y)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= 3:
+            ts.append(time.perf_counter() - t0)
+    return sorted(ts)
+
+
 def _time_lm(args):
     name, size, steps, device, backend, start_at = args
     import torch
@@ -40,22 +58,14 @@ def _time_lm(args):
     g = torch.Generator().manual_seed(0)
     while time.time() < start_at:      # start together when several processes share the GPU
         time.sleep(0.01)
-    ts = []
-    for i in range(steps + 3):
-        x, y = _batch(corpus, cfg, g, device)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    def step(x, y):
         loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if i >= 3:
-            ts.append(time.perf_counter() - t0)
-    ts.sort()
+    ts = _step_times(step, lambda: _batch(corpus, cfg, g, device), steps, device)
     return name, ts[len(ts) // 2], sum(ts)
 
 
@@ -81,22 +91,17 @@ def _time_task(args):
     g = torch.Generator().manual_seed(0)
     while time.time() < start_at:
         time.sleep(0.01)
-    ts = []
-    for i in range(steps + 3):
-        x, y, _ = make_task(task, p.batch_size, generator=g, **p.task)
-        x, y = x.to(device), y.to(device)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    def step(x, y):
         loss = masked_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if i >= 3:
-            ts.append(time.perf_counter() - t0)
-    ts.sort()
+
+    def next_batch():
+        x, y, _ = make_task(task, p.batch_size, generator=g, **p.task)
+        return x.to(device), y.to(device)
+    ts = _step_times(step, next_batch, steps, device)
     return f"{task}/{att}" + (f"/L{layers}" if layers else ""), ts[len(ts) // 2], sum(ts)
 
 

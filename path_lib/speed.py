@@ -780,6 +780,15 @@ def _finish(fig, axes, rec, ylabel):
     return fig
 
 
+def _plot_methods(ax, rec: dict, points) -> None:
+    """One line per method of the record on ``ax``: ``points(method)`` gives its ``[(T, y)]`` (none: no line)."""
+    for m in methods_present(rec):
+        pts = points(m)
+        if pts:
+            _, color, ls, marker = METHODS.get(m, (m, "k", "-", "o"))
+            ax.plot(*zip(*pts), marker=marker, ms=3.5, color=color, ls=ls, label=method_label(rec, m))
+
+
 def plot_times(rec: dict):
     """Figure: median ms per 32768 tokens against T (log-log), per D (rows) and mode (columns), every
     method of the record, and the attention and PaTH floors (with ceilings)."""
@@ -787,12 +796,9 @@ def plot_times(rec: dict):
     for i, D in enumerate(Ds):
         for j, mode in enumerate(("fwd", "fwdbwd")):
             ax = axes[i, j]
-            for m in methods_present(rec):
-                label, color, ls, marker = METHODS.get(m, (m, "k", "-", "o"))
-                pts = [(T, _per_tokens(rec, measured_ms(rec, D, T, m, mode), B, T)) for d, T, B, _ in shapes(rec)
-                       if d == D and measured_ms(rec, D, T, m, mode) is not None]
-                if pts:
-                    ax.plot(*zip(*pts), marker=marker, ms=3.5, color=color, ls=ls, label=method_label(rec, m))
+            _plot_methods(ax, rec, lambda m: [(T, _per_tokens(rec, measured_ms(rec, D, T, m, mode), B, T))
+                                              for d, T, B, _ in shapes(rec)
+                                              if d == D and measured_ms(rec, D, T, m, mode) is not None])
             if rec.get("ceilings"):
                 for kind, method, ls in (("attention", "sdpa", ":"), ("path", "ours_path", "-.")):
                     pts = [(T, _per_tokens(rec, floor_for(rec, method, D, T, mode).ms, B, T))
@@ -810,11 +816,8 @@ def plot_floor_ratios(rec: dict):
     for i, D in enumerate(Ds):
         for j, mode in enumerate(("fwd", "fwdbwd")):
             ax = axes[i, j]
-            for m in methods_present(rec):
-                pts = sorted((T, v) for (mm, md, d, T), v in ratios.items() if (mm, md, d) == (m, mode, D))
-                if pts:
-                    _, color, ls, marker = METHODS.get(m, (m, "k", "-", "o"))
-                    ax.plot(*zip(*pts), marker=marker, ms=3.5, color=color, ls=ls, label=method_label(rec, m))
+            _plot_methods(ax, rec, lambda m: sorted((T, v) for (mm, md, d, T), v in ratios.items()
+                                                    if (mm, md, d) == (m, mode, D)))
             ax.axhline(1.0, color="k", lw=0.8)
     return _finish(fig, axes, rec, "measured / floor")
 
@@ -824,16 +827,14 @@ def plot_memory(rec: dict):
     fig, axes, Ds = _grid(rec, "peak memory above the inputs")
     for i, D in enumerate(Ds):
         for j, mode in enumerate(("fwd", "fwdbwd")):
-            ax = axes[i, j]
-            for m in methods_present(rec):
-                label, color, ls, marker = METHODS.get(m, (m, "k", "-", "o"))
+            def peaks(m, D=D, mode=mode):
                 pts = []
                 for d, T, B, _ in shapes(rec):
                     r = lookup(rec, D, T, m, mode) if d == D else None
                     if r is not None and r.get("peak_mib") is not None and measured_ms(rec, D, T, m, mode):
                         pts.append((T, _per_tokens(rec, float(r["peak_mib"]), B, T)))
-                if pts:
-                    ax.plot(*zip(*pts), marker=marker, ms=3.5, color=color, ls=ls, label=method_label(rec, m))
+                return pts
+            _plot_methods(axes[i, j], rec, peaks)
     return _finish(fig, axes, rec, "peak MiB per 32768 tokens")
 
 

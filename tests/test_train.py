@@ -14,6 +14,14 @@ from path_lib.train import (PRESETS, Preset, TrainConfig, evaluate, lr_at, maske
 torch.set_num_threads(1)
 
 
+
+def _assert_same_run(m1, a, m2, b):
+    """Two training runs ended bit-identical: parameters, history, evaluations and counters."""
+    for (n, x), y in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert torch.equal(x, y), n
+    for key in ("history", "evals", "final", "final_train_loss", "tokens_seen", "final_lr", "steps_done"):
+        assert a[key] == b[key], key
+
 def test_schedule():
     cfg = TrainConfig(steps=100, lr=1e-3, warmup=10, min_lr_ratio=0.1)
     lrs = [lr_at(s, cfg) for s in range(100)]
@@ -155,10 +163,7 @@ def test_resume_is_bit_identical(tmp_path, attention):
     m3 = _fresh(attention, seed=123)
     b = train(m3, _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1, checkpoint_path=str(ck))
     assert b["complete"] and b["calls"] == 2 and not ck.exists()
-    for (n, x), y in zip(m1.state_dict().items(), m3.state_dict().values()):
-        assert torch.equal(x, y), n
-    for key in ("history", "evals", "final", "final_train_loss", "tokens_seen", "final_lr", "steps_done"):
-        assert a[key] == b[key], key
+    _assert_same_run(m1, a, m3, b)
 
 
 def test_deadline_pauses_without_changing_the_schedule(tmp_path):
@@ -362,7 +367,4 @@ def test_keyboard_interrupt_checkpoints_and_resumes(tmp_path, monkeypatch, where
     m3 = _fresh("path", seed=77)
     b = train(m3, _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1, checkpoint_path=str(ck))
     assert b["complete"] and b["calls"] == 2 and not ck.exists()
-    for (n, x), y in zip(m1.state_dict().items(), m3.state_dict().values()):
-        assert torch.equal(x, y), n
-    for key in ("history", "evals", "final", "final_train_loss", "tokens_seen", "final_lr", "steps_done"):
-        assert a[key] == b[key], key
+    _assert_same_run(m1, a, m3, b)
