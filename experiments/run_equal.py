@@ -175,6 +175,9 @@ def run_job(job: dict) -> dict:
                 "wall": time.time() - t0}
     except Exception:
         return {"id": job["id"], "complete": False, "error": traceback.format_exc(), "wall": time.time() - t0}
+    finally:
+        if job["device"] == "cuda":
+            torch.cuda.empty_cache()
 
 
 def _jsonable(x):
@@ -236,6 +239,11 @@ class EvalSlot:
 
     def __exit__(self, *exc):
         import fcntl
+        import torch
+        if torch.cuda.is_available():
+            # hand the evaluation's cached blocks back before the next process takes the slot: a worker
+            # that kept them (tens of GB at 16K) starved the next evaluations on the H200 (first call)
+            torch.cuda.empty_cache()
         fcntl.flock(self.fh, fcntl.LOCK_UN)
         self.fh.close()
         return False
@@ -453,7 +461,7 @@ def main(argv=None):
     ap.add_argument("--a5-lengths", default="16,8")
     ap.add_argument("--a5-steps", type=int, default=3000)
     ap.add_argument("--eval-margin-s", type=float, default=None, help="seconds kept for evaluation at the end")
-    ap.add_argument("--eval-slots", type=int, default=3, help="LM evaluations allowed to run at once (memory)")
+    ap.add_argument("--eval-slots", type=int, default=2, help="LM evaluations allowed to run at once (memory)")
     args = ap.parse_args(argv)
     t_start = time.time()
     import torch

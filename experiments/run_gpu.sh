@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PATH_BOOK_COMMIT="${PATH_BOOK_COMMIT:-unknown}"
+export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}"
 PHASES="${PHASES:-lm,flip_flop,a5}"
 mkdir -p "$OUT" runs/gpu_state
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
