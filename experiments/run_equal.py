@@ -355,6 +355,13 @@ def _summarise_lm(runs, out, complete):
                                                   if r["model"] in COMPARISON_MODELS else 99)
                      if seeds and r["seed"] == seeds[0]}
     out["runs"], out["records"] = runs, recs
+    # seed statistics per model and metric (mean, sample sd, min, max, n): what the ledger and the
+    # chapter read, so a claim's number is one look-up, not a recomputation
+    by_model = {}
+    for r in recs:
+        by_model.setdefault(r["model"], []).append(r["metrics"])
+    out["summary"] = {m: {k: _seed_stats([x[k] for x in ms]) for k in ms[0] if all(k in x for x in ms)}
+                      for m, ms in by_model.items()}
     out["corpus"] = runs[0]["corpus"] if runs else None
     out["steps"] = runs[0]["record"]["steps_planned"] if runs else None
     out["paper_b_ratios"], out["paper_a_curves"] = PAPER_B_RATIOS, PAPER_A_CURVES

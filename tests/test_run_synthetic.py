@@ -86,3 +86,27 @@ def test_run_equal_a5_summary_keeps_chapter_layout(equal):
     assert rec["summary"]["path/2/16"]["id_accuracy"]["n"] == 3
     bad = equal.summarise("a5", runs[:-1], len(runs), {})
     assert not bad["equal_training"]["ok"] and "23 of 24" in bad["equal_training"]["reason"]
+
+
+def test_lm_summary_gives_seed_statistics_per_model(monkeypatch):
+    """The language-model record's ``summary``: per model and metric, the mean, sample sd, min and max
+    over seeds, recomputed here with the statistics module from the same fake runs."""
+    import random
+    import statistics
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    run_equal = importlib.import_module("run_equal")
+    rng = random.Random(7)
+    runs = []
+    for model in ("RoPE", "PaTH"):
+        for seed in (0, 1, 2):
+            metrics = {"ppl_1x": rng.uniform(2, 4), "ratio_4x": rng.uniform(0.9, 3)}
+            rec = {"model": model, "seed": seed, "steps_done": 5, "steps_planned": 5, "tokens_seen": 10,
+                   "final_lr": 1e-4, "complete": True, "schedule": "cosine", "data_key": seed, "metrics": metrics}
+            runs.append({"job": {"id": f"lm-{model}-s{seed}"}, "record": rec, "model": model, "seed": seed,
+                         "corpus": {"bytes": 1}})
+    out = run_equal.summarise("lm", runs, 6, {})
+    for model in ("RoPE", "PaTH"):
+        vals = [r["record"]["metrics"]["ratio_4x"] for r in runs if r["model"] == model]
+        got = out["summary"][model]["ratio_4x"]
+        assert got["n"] == 3 and got["min"] == min(vals) and got["max"] == max(vals)
+        assert abs(got["mean"] - statistics.mean(vals)) < 1e-12 and abs(got["std"] - statistics.stdev(vals)) < 1e-12
