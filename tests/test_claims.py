@@ -44,6 +44,19 @@ def test_both_papers_and_the_topics_are_covered():
             assert c["status"] == "not reproduced yet" and C.UNEQUAL in c["reason"], c["id"]
 
 
+def test_a_trained_comparison_rests_only_on_an_equal_training_record():
+    """A claim decided (reproduced, in direction only, not reproduced) by a trained run must point at a
+    record that is complete and passed the equal-training test."""
+    import json
+    decided = ("reproduced", "reproduced in direction only", "not reproduced")
+    for c in C.CLAIMS:
+        ev = [e for e in (c.get("ours") or {}).get("evidence", []) if e.startswith(("results/lm/", "results/synthetic/"))]
+        if c["status"] not in decided or not ev:
+            continue
+        rec = json.loads((C._root() / ev[0]).read_text())
+        assert rec["complete"] and rec["equal_training"]["ok"], c["id"]
+
+
 def test_validate_catches_bad_entries():
     bad = copy.deepcopy(C.CLAIMS[:3])
     bad[0]["status"] = "sort of"
