@@ -142,9 +142,11 @@ def ceilings(gen):
 
 
 def config_of(D, T, mode):
-    """The kernels' block length and blocks per segment at this shape and pass (bf16)."""
-    BT, SB = kernels.blocking(T, D, torch.bfloat16, forward_only=(mode == "fwd"))
-    return dict(block=BT, seg_blocks=SB)
+    """The kernels' whole launch configuration at this shape and pass (bf16; ``fwd`` records no gradient):
+    ``kernels.kernel_config(...).as_dict()`` on this GPU (an H200 described by hand without one), with the
+    block length ``block`` and the blocks per segment ``seg_blocks`` among its keys."""
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else kernels.H200
+    return kernels.kernel_config(device, torch.bfloat16, D, T, forward_only=(mode == "fwd")).as_dict()
 
 
 def bench_one(fn, ins, mode, warmup, rep, warm_only=False):

@@ -17,8 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
-from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -33,7 +31,9 @@ import kernels._triton_kernels as K  # noqa: E402
 
 # what the single-segment mode launches besides the forward and block kernels (kernels/_path.py)
 SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_kernel", "_prep_kernel")
-SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GRP="i32")
+SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GROUP="i32")
+# opt-in shared memory per block by architecture (--smem overrides): what kernel_config reads off a device
+ARCH_SMEM = {75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
 
 
 def _signature(fn, ptr_types, constexprs):
@@ -74,55 +74,55 @@ def compile_one(fn, ptr_types, constexprs, arch, warps, stages):
     return dict(compile_s=round(time.time() - t0, 1), shared_bytes=ck.metadata.shared, **res)
 
 
-def _shipped_warps(arch, dtype, D, warps):
-    """The launcher's own warp choice (``kernels/_path.py:_aux_warps``) for a device of this architecture,
-    asked through a stand-in query tensor (no GPU needed)."""
-    fake_q = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda"), shape=(1, 1, 1, D),
-                                   dtype=torch.float32 if dtype == "fp32" else torch.float16)
-    with mock.patch.object(torch.cuda, "get_device_capability", lambda *_: (arch // 10, arch % 10)):
-        return _path._aux_warps(fake_q, warps)
+def device_for(arch, smem=None):
+    """The device the launcher would configure for (``kernels.DeviceInfo``): compute capability from
+    ``arch``, opt-in shared memory from ``smem`` or ``ARCH_SMEM``."""
+    smem = smem or ARCH_SMEM.get(arch) or (232448 if arch >= 90 else 101376)
+    return _path.DeviceInfo("cuda", (arch // 10, arch % 10), smem, f"sm_{arch}")
 
 
-def configs(arch, dtype, D, BT=None):
-    """The configuration kernels/_path.py picks on a device of this architecture (big shared memory;
-    ``BT`` overrides the block length, e.g. 32 / 16 for a T4's 64 KB)."""
-    half = dtype != "fp32"
-    BT = BT or (64 if half else 32)
-    warps = 4 if (D <= 64 or arch < 80) else 8  # kernels/_path.py: _config
-    aux = _shipped_warps(arch, dtype, D, warps)
-    big = half and arch >= 90  # kernels/_path.py: _stages (big shared memory, half precision)
-    st = {key: (_path._STAGES_HALF[key] if big else 1) for key in _path._STAGE_KEYS}
-    CDT = {"bf16": tl.bfloat16, "fp16": tl.float16, "fp32": tl.float32}[dtype]
-    TDT = tl.float16 if half else tl.float32
-    prec = "tf32" if half else ("tf32x3" if arch >= 80 else "ieee")
-    p32 = "tf32x3" if arch >= 80 else "ieee"
+def launch_config(arch, dtype, D, BT=None, smem=None):
+    """The launcher's ``KernelConfig`` (``kernels/_path.py:kernel_config``) on a device of this architecture,
+    at block length ``BT`` (default: what the device's shared memory gives at 64 / 32, i.e. 64 for half,
+    32 for float32 on a big GPU; e.g. 32 / 16 for a T4's 64 KB), for a sequence of 16 segments of 16
+    blocks (the rows per program of the shipped tables tile it)."""
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    BT = BT or (64 if dtype != "fp32" else 32)
+    return _path.kernel_config(device_for(arch, smem), torch_dtype, D, 256 * BT, block_size=BT, seg_blocks=16)
+
+
+def configs(arch, dtype, D, BT=None, smem=None):
+    """The configuration kernels/_path.py picks on a device of this architecture (``launch_config``):
+    ``(BT, [(kernel, pointer dtypes by parameter, constexprs, num_warps, num_stages), ...])``."""
+    cfg = launch_config(arch, dtype, D, BT, smem)
+    BT, w, st = cfg.block, cfg.warps, cfg.stages
+    tl_of = lambda name: getattr(tl, name)  # noqa: E731
+    CDT = tl_of(cfg.compute_dtype)
     qt = "*" + dtype
-    ce = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, TDT=TDT, PREC=prec)
-    blk = dict(HK=2, D=D, BT=BT, PREC=prec if half else p32)  # per-block / per-segment kernels
-    seg_split, block_cols = _path._seg_split(D), _path._block_cols(D)
-    def rows(fn):  # the launcher's rows per program, for a segment length and sequence they tile
-        return fn(D, BT, 1 << 10, 1 << 10, half)
-    fwd_rows = rows(_path._fwd_rows)
-    ce_inter = {key: val for key, val in ce.items() if key != "TDT"}
+    fwd = dict(HQ=4, HK=2, D=D, BT=BT, HAS_G=True, CDT=CDT, PREC=cfg.precision)
+    ce = dict(fwd, TDT=tl_of(cfg.backward_transport_dtype))  # the backward's attention kernels
+    blk = dict(HK=2, D=D, BT=BT, PREC=cfg.block_precision)  # per-block / per-segment kernels
     return BT, [
-        (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), 4, 1),
-        (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, KA=qt, KS=qt, Q0=qt), dict(ce, SPLIT=fwd_rows > BT),
-         aux.get("fwd", warps), st["fwd"]),
-        (K._fwd_inter_kernel, dict(Q0=qt, KS=qt, V=qt, O=qt), dict(ce_inter, QR=fwd_rows), aux["fwd_inter"],
-         st["fwd_inter"]),
-        (K._bwd_inter_q_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt, SEG=qt, OM=qt), dict(ce, DC=seg_split, QR=rows(_path._query_rows)),
-         aux.get("inter_q", warps), st["inter_q"]),
-        (K._bwd_inter_kv_kernel, dict(Q0=qt, KS=qt, V=qt, DO=qt, OM=qt),
-         dict(ce, KR=rows(_path._key_rows), DC=seg_split), aux.get("inter_kv", warps), st["inter_kv"]),
-        (K._bwd_intra_kernel, dict(Q=qt, V=qt, W=qt, TW=qt, KA=qt, DO=qt, SCR=qt), ce, aux["intra"], 1),
-        (K._bwd_diag_kernel, dict(Q=qt, K=qt, V=qt, W=qt, TW=qt, DO=qt, DQ=qt), dict(ce, DC=_path._diag_cols(D, BT, half)), aux["diag"], 1),
-        (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=p32), aux["ut"], 1),
-        (K._prep_kernel, dict(K=qt, KA=qt), blk, aux["prep"], 1),
-        (K._seg_fwd_kernel, dict(KA=qt, KS=qt), blk, aux["seg"], 1),
-        (K._pair_kernel, {}, dict(HK=2, D=D, PREC=p32), aux["seg"], 1),
-        (K._seg_bwd_kernel, dict(KA=qt), dict(blk, DR=seg_split), aux["seg_bwd"], 1),
-        (K._seg_grad_kernel, {}, dict(blk, DC=seg_split), aux["seg"], 1),
-        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(blk, HQ=4, DC=block_cols, SEGS=True), aux["block"], 1),
+        (K._delta_kernel, dict(DO=qt, O=qt), dict(HQ=4, D=D, BT=BT), w.delta, 1),
+        (K._fwd_kernel, dict(Q=qt, K=qt, V=qt, O=qt, K_BLOCK_END=qt, K_SEG_END=qt, Q_SEG_START=qt),
+         dict(fwd, TDT=tl_of(cfg.transport_dtype), SEGS=True, SPLIT=cfg.fwd_split), w.fwd, st.fwd),
+        (K._fwd_inter_kernel, dict(Q_SEG_START=qt, K_SEG_END=qt, V=qt, O=qt), dict(fwd, QR=cfg.fwd_rows),
+         w.fwd_inter, st.fwd_inter),
+        (K._bwd_inter_q_kernel, dict(Q_SEG_START=qt, K_SEG_END=qt, V=qt, DO=qt, SEG_PROD=qt, PAIR_PROD=qt),
+         dict(ce, DC=cfg.seg_split, QR=cfg.query_rows), w.inter_q, st.inter_q),
+        (K._bwd_inter_kv_kernel, dict(Q_SEG_START=qt, K_SEG_END=qt, V=qt, DO=qt, PAIR_PROD=qt),
+         dict(ce, KR=cfg.key_rows, DC=cfg.seg_split), w.inter_kv, st.inter_kv),
+        (K._bwd_intra_kernel, dict(Q=qt, V=qt, W=qt, UT_TW=qt, K_BLOCK_END=qt, DO=qt, Q_STATE_SCRATCH=qt), ce,
+         w.intra, 1),
+        (K._bwd_diag_kernel, dict(Q=qt, K=qt, V=qt, W=qt, UT_TW=qt, DO=qt, DQ=qt), dict(ce, DC=cfg.diag_cols),
+         w.diag, 1),
+        (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision), w.ut, 1),
+        (K._prep_kernel, dict(K=qt, K_BLOCK_END=qt), blk, w.prep, 1),
+        (K._seg_fwd_kernel, dict(K_BLOCK_END=qt, K_SEG_END=qt), blk, w.seg, 1),
+        (K._pair_kernel, {}, dict(HK=2, D=D, PREC=cfg.solve_precision), w.seg, 1),
+        (K._seg_bwd_kernel, dict(K_BLOCK_END=qt), dict(blk, DR=cfg.seg_split), w.seg_bwd, 1),
+        (K._seg_grad_kernel, {}, dict(blk, DC=cfg.seg_split), w.seg, 1),
+        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(blk, HQ=4, DC=cfg.block_cols, SEGS=True), w.block, 1),
     ]
 
 
@@ -132,6 +132,8 @@ def main():
     ap.add_argument("--dtypes", default="bf16,fp32")
     ap.add_argument("--Ds", default="32,64,128")
     ap.add_argument("--bt", type=int, default=None)
+    ap.add_argument("--smem", type=int, default=None,
+                    help="opt-in shared memory per block in bytes (default: ARCH_SMEM of --arch)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--single-segment", action="store_true",
                     help="only the kernels the single-segment mode launches (forward and block kernel with "
@@ -142,7 +144,7 @@ def main():
     rows = []
     for dtype in args.dtypes.split(","):
         for D in [int(x) for x in args.Ds.split(",")]:
-            BT, jobs = configs(args.arch, dtype, D, args.bt)
+            BT, jobs = configs(args.arch, dtype, D, args.bt, args.smem)
             for fn, ptrs, ce, warps, stages in jobs:
                 if only and fn.fn.__name__ not in only:
                     continue

@@ -77,6 +77,17 @@ def _reference(ins64, cu):
                       for s, e in zip(b[:-1], b[1:])], dim=1)
 
 
+def launch_config(device, T, D, dtype, lens, seg_blocks, forward_only):
+    """The launch configuration of ``kernels.path_attention`` for this case, as the call builds it
+    (``kernels.kernel_config``; the longest sequence with ``cu_seqlens``; head dim 32 as 64 where it is
+    padded), as a dict for the record."""
+    Tmax = max(max(lens), 1) if lens is not None else T
+    cfg = kernels.kernel_config(device, dtype, D, Tmax, forward_only, seg_blocks=seg_blocks)
+    if cfg.pad_head_dim:
+        cfg = kernels.kernel_config(device, dtype, 64, Tmax, forward_only, seg_blocks=seg_blocks)
+    return cfg.as_dict()
+
+
 def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=None, beta_mode="spread",
                do_scale=1.0, forward_only=False):
     """One coverage point: the kernels' output and every gradient against the float64 reference; with
@@ -109,7 +120,8 @@ def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=No
     ok = all(math.isfinite(e) and e <= tol for e in errs.values())
     rec = dict(name=name, B=B, T=T, Hq=Hq, Hk=Hk, D=D, dtype=str(dtype).replace("torch.", ""), gate=gate,
                cu_seqlens=lens, seg_blocks=seg_blocks, beta_mode=beta_mode, tol=tol, errors=errs, ok=ok,
-               kernel_s=round(t_kernel, 3))
+               kernel_s=round(t_kernel, 3),
+               config=launch_config(q.device, T, D, dtype, lens, seg_blocks, forward_only))
     if forward_only:
         chosen = {mode: list(kernels.blocking(T, D, dtype, forward_only=mode == "forward_only"))
                   for mode in ("with_grad", "forward_only")}

@@ -9,6 +9,12 @@
 * ``transform_keys_to_end(k, w, beta, cu_seqlens=None)``: keys moved to the end of their sequence
   (``k_j -> H_{T-1} ... H_{j+1} k_j``) for prefill before decoding.
 * ``is_available()``: Triton importable and (CUDA available or ``TRITON_INTERPRET=1``).
+* ``kernel_config(device, dtype, D, T, forward_only=False, *, block_size=None, seg_blocks=None)``: the
+  launch configuration a call uses (a printable, storable :class:`KernelConfig`: block length, blocks per
+  segment, warps per kernel, stages per attention loop, splits, dtypes and precisions); ``device`` a
+  ``torch.device`` or a :class:`DeviceInfo` (``H200``, ``A100``, ``SM86``, ``T4``, ``CPU``);
+  ``blocking(T, D)`` its ``(block length, blocks per segment)`` on an H200; ``env_overrides()`` the
+  parsed ``PATH_KERNELS_*`` variables; ``fallback_state()`` what the out-of-resources fallback learnt.
 
 Runs on CUDA GPUs (bfloat16 needs compute capability >= 8.0) and, for CI, on the CPU under
 ``TRITON_INTERPRET=1`` in float32.
@@ -19,10 +25,14 @@ import hashlib
 import os
 from pathlib import Path
 
-from ._path import HEAD_DIMS, path_attention, transform_keys_to_end
+from ._path import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, FallbackState, KernelConfig, Overrides,
+                    Stages, Warps, env_overrides, fallback_state, kernel_config, path_attention,
+                    transform_keys_to_end)
 
 __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
-           "VERIFIED_BY", "sources_sha256", "code_sha256", "code_text", "blocking"]
+           "VERIFIED_BY", "sources_sha256", "code_sha256", "code_text", "blocking", "kernel_config",
+           "KernelConfig", "Warps", "Stages", "DeviceInfo", "H200", "A100", "SM86", "T4", "CPU", "Overrides",
+           "env_overrides", "FallbackState", "fallback_state"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
 #: point (24 of 24 cases: 2026-12-01, H200, torch 2.11, triton 3.6) for the kernel code whose hash
@@ -92,13 +102,12 @@ GPU_VERIFIED = code_sha256() == _VERIFIED_CODE_SHA256
 
 def blocking(T: int, D: int, dtype=None, *, forward_only: bool = False) -> tuple:
     """``(block length, blocks per segment)`` the launcher picks for sequence length ``T`` and head dim
-    ``D`` on a GPU with plenty of shared memory (an H200; smaller GPUs may get shorter blocks), for a
-    call that records gradients or, with ``forward_only``, one that does not (longer segments at
-    D = 128). ``dtype`` defaults to bfloat16."""
+    ``D`` on an H200 (``kernel_config(H200, ...)``; smaller GPUs may get shorter blocks), for a call that
+    records gradients or, with ``forward_only``, one that does not (longer segments at D = 128).
+    ``dtype`` defaults to bfloat16."""
     import torch
-    from ._path import _config
-    BT, SB, _ = _config(D, T, dtype or torch.bfloat16, torch.device("cpu"), None, None, forward_only)
-    return BT, SB
+    cfg = kernel_config(H200, dtype or torch.bfloat16, D, T, forward_only)
+    return cfg.block, cfg.seg_blocks
 
 
 def is_available() -> bool:

@@ -1,7 +1,8 @@
-"""PaTH attention with Triton kernels: validation, padding, configuration (block length, segments,
-warps, splits), the launches of the forward and backward kernels (``_triton_kernels.py``: all
-per-block, per-segment and attention work is Triton) and the autograd Function; plus the float32 torch
-code of ``transform_keys_to_end``.
+"""PaTH attention with Triton kernels: validation, padding, the launch configuration (one
+:class:`KernelConfig` per call, built by :func:`kernel_config`: block length, segments, warps, stages,
+splits, dtypes and precisions), the launches of the forward and backward kernels (``_triton_kernels.py``:
+all per-block, per-segment and attention work is Triton; every launch passes its arguments by parameter
+name) and the autograd Function; plus the float32 torch code of ``transform_keys_to_end``.
 
 Memory beyond inputs/outputs: O(T D) per head (per-block factors ``T``, ``T W``, ``K->``, ``Kseg``,
 ``Q0``, per-block ``D x D`` products during pre/post-processing, per-head float32 gradient buffers)
@@ -10,9 +11,11 @@ that this stays below ``T D``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import torch
 
@@ -32,9 +35,19 @@ def _triton():
     return _triton_kernels
 
 
+def _tl(name: str):
+    """The Triton dtype of a KernelConfig dtype name."""
+    import triton.language as tl
+    return getattr(tl, name)
+
+
 # ----------------------------------------------------------------------------------------------
-# configuration
+# launch configuration: one KernelConfig per call, built by kernel_config()
+# (benchmarks/DESIGN.md, "Launch configuration")
 # ----------------------------------------------------------------------------------------------
+#
+# The measured tables first (each comment names the measurement behind it; benchmarks/HISTORY.md has the
+# versions); kernel_config() is their only reader, and the launches read nothing but its KernelConfig.
 
 # Shared memory (bytes) the largest of the kernels needs at one pipelining stage (``_launch`` lowers the
 # stages of the attention loops when they do not fit; the other kernels run at one), read off the
@@ -45,20 +58,6 @@ def _triton():
 # less: the runtime fallback covers that.
 _SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 180224}
 _SMEM_FP32_BT32 = {32: 32768, 64: 81920, 128: 229376}
-_MAX_BT = {}  # (device, dtype, D) -> largest block length known to fit (after an out-of-resources retry)
-_ONE_SEGMENT = set()  # (device, dtype, D) that need the single-segment mode
-
-
-def _smem(device) -> int:
-    props = torch.cuda.get_device_properties(device)
-    return getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
-
-
-def _segments(n: int, BT: int, D: int) -> int:
-    """Blocks per segment: about sqrt(2 T / D) segments, so the ``D x D`` pair products cost <~ T D."""
-    ns_max = max(1, int(math.sqrt(2.0 * n * BT / D)))
-    return max(2, -(-n // ns_max))
-
 
 # blocks per segment at least, for a forward that records no gradient, with half-precision inputs at
 # D = 128 and BT = 64 (v11, H200, benchmarks/HISTORY.md: the D x D segment products cost the forward
@@ -67,33 +66,502 @@ def _segments(n: int, BT: int, D: int) -> int:
 # the default is 16 blocks already)
 _FWD_ONLY_SEG_BLOCKS = {128: 16}
 
+# warps per kernel on sm_80 and newer, by (head dim, half-precision inputs); kernels missing from an entry
+# take the default rule in _warps (H200 measurements in benchmarks/HISTORY.md; v5: 4 warps halve the
+# per-block kernels' time at D = 64: 255 registers and spills at 8)
+_WARPS_SM80 = {
+    # v7: one warpgroup per 64-row tile for the forward, the query side and the intra kernel (forward
+    # 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384); v8: two warpgroups for the 128-row
+    # tiles of the query side (12.5 -> 10.6 ms) and of the forward's earlier segments (_fwd_inter_kernel
+    # at 4 warps: 10.7 ms, at 8: 5.9 ms); v10: the backward's segment chain (_seg_bwd_kernel) at 4 warps
+    # (1.72 -> 1.16 ms at T = 1024)
+    (128, True): dict(ut=4, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8),
+    (128, False): dict(ut=4, prep=4, block=4, intra=8, seg=8),
+    (64, True): dict(ut=4, prep=4, block=4, intra=4, seg=4),
+    # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
+    (64, False): dict(ut=4, prep=4, block=8, intra=8, seg=4),
+}
 
-def _config(D: int, T: int, dtype: torch.dtype, device: torch.device, block_size: Optional[int],
-            seg_blocks: Optional[int], forward_only: bool = False):
-    """Block length BT, blocks per segment SB and num_warps, from the device's shared memory;
-    ``forward_only`` (no gradient will be asked for) may lengthen the segments
-    (``_FWD_ONLY_SEG_BLOCKS``)."""
-    warps = 4 if D <= 64 else 8
+# pipelining depth per attention loop for half-precision inputs where shared memory is plentiful (at least
+# _STAGES_MIN_SMEM bytes per block; elsewhere 1) (v10, H200, benchmarks/HISTORY.md): the forward kernel's
+# own-segment loop runs shorter unpipelined (221440 -> 49152 bytes of shared memory at D = 128: two
+# programs per SM, as registers allow, instead of one); the long loops over earlier segments gain from a
+# third stage
+_STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
+_STAGES_MIN_SMEM = 160 * 1024
+
+# how the backward splits its D x D segment matrices (rows of the carried gradient per program of
+# _seg_bwd_kernel, columns per chunk in _seg_grad_kernel, the query side's dSeg and the key side's dKseg)
+# and the head dim of _bwd_block_kernel (columns per chunk), by head dim; from the AOT compiles and H200
+# timings in benchmarks/HISTORY.md (v6). Module-level so that the CPU tests can split small head dims too
+_SEG_SPLIT = {128: 32}
+_BLOCK_COLS = {64: 32, 128: 32}
+# head-dim columns per chunk of _bwd_diag_kernel for half-precision inputs at BT = 64, by head dim; other
+# configurations (float32, smaller blocks) take at most 64. v10, H200: 64 columns 1.88 ms at D = 128,
+# T = 1024, 32 columns 1.93, 16 columns 2.67, whole 128-column tiles 2.49; v16, with W and T W in the
+# transport dtype (v14): whole 128-column tiles are the faster, forward+backward 23.53 -> 23.25 ms at
+# T = 4096, 15.34 -> 15.08 at T = 1024, 46.06 -> 45.77 at T = 16384 (benchmarks/HISTORY.md)
+_DIAG_COLS = {64: 64, 128: 128}
+# rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
+# (the forward's earlier segments) for half-precision inputs at BT = 64 (a multiple of BT whose blocks
+# tile the segments and the sequence, else one block), by head dim (H200, benchmarks/HISTORY.md, v8: at
+# D = 64 128 key rows doubled the key side's time and 128 query rows did not change the query side's)
+_KEY_ROWS = {128: 128}
+_QUERY_ROWS = {128: 128}
+_FWD_ROWS = {64: 128, 128: 128}
+
+# the keys of the PATH_KERNELS_* overrides (and of KernelConfig.warps / .stages)
+WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv")
+STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
+ROW_KEYS = ("key_rows", "query_rows", "fwd_rows")
+SPLIT_KEYS = ("seg_split", "block_cols", "diag_cols") + ROW_KEYS
+
+
+# ---- the PATH_KERNELS_* environment variables: one parser ------------------------------------
+
+@dataclass(frozen=True)
+class Overrides:
+    """The ``PATH_KERNELS_*`` environment variables, parsed (:func:`env_overrides`). For tuning and
+    diagnosis: they change how the work is laid out, never what is computed.
+
+    * ``warps``: ``PATH_KERNELS_WARPS="intra=8,block=4"`` (keys ``WARP_KEYS``; 1, 2, 4, 8, 16);
+    * ``stages``: ``PATH_KERNELS_STAGES="fwd=1,inter_kv=3"`` (keys ``STAGE_KEYS``; 1 to 4);
+    * ``split``: ``PATH_KERNELS_SPLIT="seg_split=32,key_rows=128"`` (keys ``SPLIT_KEYS``; 16, 32, 64, 128;
+      column keys are capped at the head dim, row keys still have to tile the segments);
+    * ``pad_d32``: ``PATH_KERNELS_PAD_D32=0/1`` (None: the default, on for compute capability 9.x);
+    * ``sync``: ``PATH_KERNELS_SYNC=0/1`` (synchronize around every launch; read once, at import).
+    """
+    warps: Tuple[Tuple[str, int], ...] = ()
+    stages: Tuple[Tuple[str, int], ...] = ()
+    split: Tuple[Tuple[str, int], ...] = ()
+    pad_d32: Optional[bool] = None
+    sync: bool = False
+    text: Tuple[Tuple[str, str], ...] = ()   # (variable, value) of every variable that is set
+
+
+_ITEM_VARS = {  # variable: (Overrides field, keys, values, example)
+    "PATH_KERNELS_WARPS": ("warps", WARP_KEYS, (1, 2, 4, 8, 16), "intra=8,block=4"),
+    "PATH_KERNELS_STAGES": ("stages", STAGE_KEYS, (1, 2, 3, 4), "fwd=1,inter_kv=3"),
+    "PATH_KERNELS_SPLIT": ("split", SPLIT_KEYS, (16, 32, 64, 128), "seg_split=32,diag_cols=64"),
+}
+_FLAG_VARS = {"PATH_KERNELS_PAD_D32": "pad_d32", "PATH_KERNELS_SYNC": "sync"}
+
+
+def env_overrides(environ=None) -> Overrides:
+    """Parse every ``PATH_KERNELS_*`` variable of ``environ`` (default ``os.environ``); a malformed value
+    is a ``ValueError`` that names the variable. Item lists are ``key=value`` pairs separated by commas
+    (spaces allowed), each key at most once; flags are ``0`` or ``1`` (empty: unset)."""
+    env = os.environ if environ is None else environ
+    out, text = {}, []
+    for var, (field, keys, values, example) in _ITEM_VARS.items():
+        spec = env.get(var, "")
+        items = {}
+        for item in filter(None, (s.strip() for s in spec.split(","))):
+            name, eq, val = (s.strip() for s in item.partition("="))
+            if not eq or name not in keys or not val.isdigit() or int(val) not in values or name in items:
+                why = "a repeated key" if name in items else "a malformed item"
+                raise ValueError(f"{var}: expected comma-separated items like '{example}' with keys "
+                                 f"{', '.join(keys)} (each once) and values {', '.join(map(str, values))}; "
+                                 f"got {why} {item!r} in {spec!r}")
+            items[name] = int(val)
+        out[field] = tuple(items.items())
+        if spec.strip():
+            text.append((var, spec))
+    for var, field in _FLAG_VARS.items():
+        spec = env.get(var, "").strip()
+        if spec not in ("", "0", "1"):
+            raise ValueError(f"{var}: expected 0 or 1 (or unset), got {spec!r}")
+        out[field] = None if spec == "" and field == "pad_d32" else spec == "1"
+        if spec:
+            text.append((var, spec))
+    return Overrides(text=tuple(text), **out)
+
+
+# ---- the device, as far as the configuration depends on it ------------------------------------
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the configuration reads off a device: its kind (``"cuda"`` or ``"cpu"``, the interpreter),
+    compute capability and opt-in shared memory per block (bytes). ``key`` names a real device (its
+    ``str``, e.g. ``"cuda:0"``) and is what the out-of-resources fallback state is kept under; a device
+    described by hand (``H200``, ``A100``, ``T4``...) has none, so no fallback state applies to it."""
+    kind: str
+    capability: Tuple[int, int] = (0, 0)
+    smem: int = 0
+    name: str = ""
+    key: Optional[str] = None
+
+    @staticmethod
+    def of(device) -> "DeviceInfo":
+        """The description of a ``torch.device`` (or its name), read through ``torch.cuda``."""
+        if isinstance(device, DeviceInfo):
+            return device
+        device = torch.device(device)
+        if device.type != "cuda":
+            return DeviceInfo(device.type, name="Triton interpreter", key=str(device))
+        props = torch.cuda.get_device_properties(device)
+        smem = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
+        cap = tuple(torch.cuda.get_device_capability(device))
+        return DeviceInfo("cuda", (int(cap[0]), int(cap[1])), int(smem), str(getattr(props, "name", "")),
+                          str(device))
+
+
+# devices described by hand (opt-in shared memory per block, compute capability), for configurations
+# asked without the device: kernels.blocking, benchmarks/compile_check.py, path_lib/speed.py. Only the
+# H200 has run the kernels
+H200 = DeviceInfo("cuda", (9, 0), 232448, "H100 / H200")
+A100 = DeviceInfo("cuda", (8, 0), 166912, "A100")
+SM86 = DeviceInfo("cuda", (8, 6), 101376, "sm_86 / sm_89")
+T4 = DeviceInfo("cuda", (7, 5), 65536, "T4")
+CPU = DeviceInfo("cpu", name="Triton interpreter")
+
+
+# ---- the out-of-resources fallback state ------------------------------------------------------
+
+class FallbackState:
+    """What the out-of-resources fallback has learnt in this process; :func:`kernel_config` consults it,
+    and only the fallback writes it (``_next_config`` and ``_launch``). Keys start with the device's
+    ``DeviceInfo.key``; ``kernels.fallback_state()`` returns the one in use.
+
+    * ``max_block[(device, dtype, D)]``: the largest block length known to fit (set when a launch at a
+      longer block ran out of shared memory); applies to CUDA calls that do not give ``block_size``;
+    * ``one_segment``: the ``(device, dtype, D)`` that need the single-segment mode (no ``D x D`` segment
+      products: set when even 16-token blocks did not fit); applies to calls that do not give
+      ``seg_blocks``;
+    * ``stages[(device, dtype, D, BT, loop, warps, rows)]``: the deepest pipelining of attention loop
+      ``loop`` (``STAGE_KEYS``) that fitted, after a launch at a deeper one ran out of shared memory
+      (``rows``: the loop's rows per program, or for ``fwd`` whether the forward is split).
+    """
+
+    def __init__(self):
+        self.max_block = {}
+        self.one_segment = set()
+        self.stages = {}
+
+    def clear(self):
+        self.max_block.clear()
+        self.one_segment.clear()
+        self.stages.clear()
+
+    def as_dict(self) -> dict:
+        """Printable (dtypes as names)."""
+        def name(key):
+            return ", ".join(str(x).replace("torch.", "") for x in key)
+        return dict(max_block={name(k): v for k, v in self.max_block.items()},
+                    one_segment=sorted(name(k) for k in self.one_segment),
+                    stages={name(k): v for k, v in self.stages.items()})
+
+    def __repr__(self):
+        return f"FallbackState({self.as_dict()})"
+
+
+_FALLBACK = FallbackState()
+
+
+def fallback_state() -> FallbackState:
+    """The out-of-resources fallback state of this process (:class:`FallbackState`)."""
+    return _FALLBACK
+
+
+# ---- the configuration ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Warps:
+    """``num_warps`` per kernel (``seg`` is ``_seg_fwd_kernel``, ``_pair_kernel`` and ``_seg_grad_kernel``;
+    ``seg_bwd`` is ``_seg_bwd_kernel``; ``delta``, ``_delta_kernel``, is always 4 and not overridable)."""
+    ut: int
+    prep: int
+    block: int
+    intra: int
+    diag: int
+    seg: int
+    seg_bwd: int
+    fwd: int
+    fwd_inter: int
+    inter_q: int
+    inter_kv: int
+    delta: int = 4
+
+    def __getitem__(self, key: str) -> int:
+        return getattr(self, key)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """``num_stages`` (software-pipelining depth) of the four attention loops; every other kernel runs
+    at one stage."""
+    fwd: int
+    fwd_inter: int
+    inter_q: int
+    inter_kv: int
+
+    def __getitem__(self, key: str) -> int:
+        return getattr(self, key)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Everything a ``path_attention`` launch uses besides the tensors' shapes, built by
+    :func:`kernel_config` (the only place where it is chosen). Printable (``str``) and storable
+    (:meth:`as_dict`).
+
+    * ``device`` (``cuda:0``, ``cpu``, or the name of a device described by hand), ``device_name``,
+      ``capability``, ``smem``: the device it was built for; ``dtype`` (q's, as a name),
+      ``head_dim`` ``D``, ``seq_len`` ``T`` (the longest sequence with ``cu_seqlens``), ``forward_only``
+      (no gradient will be asked for);
+    * ``block`` ``BT`` (tokens per block), ``seg_blocks`` ``SB`` (blocks per segment), ``n_blocks``
+      ``NB = ceil(T / BT)``, ``n_segments`` ``NS = ceil(NB / SB)`` (one: the segment kernels are skipped);
+    * ``warps`` (:class:`Warps`), ``stages`` (:class:`Stages`);
+    * splits: ``seg_split`` (rows ``DR`` per program of ``_seg_bwd_kernel``; columns ``DC`` per chunk of
+      ``_seg_grad_kernel``, the query side's dSeg and the key side's dKseg), ``block_cols`` (``DC`` of
+      ``_bwd_block_kernel``), ``diag_cols`` (``DC`` of ``_bwd_diag_kernel``), ``key_rows`` (``KR``,
+      ``_bwd_inter_kv_kernel``), ``query_rows`` (``QR``, ``_bwd_inter_q_kernel``), ``fwd_rows`` (``QR`` of
+      ``_fwd_inter_kernel``; ``== block``: no split, ``_fwd_kernel`` does the earlier segments);
+    * dtypes (Triton names): ``compute_dtype`` (``CDT``: logits and ``P V``), ``transport_dtype`` (the
+      forward's ``TDT``), ``backward_transport_dtype`` (the backward's ``TDT``);
+    * dot precisions: ``precision`` (``PREC`` of the attention kernels), ``block_precision`` (``PREC`` of
+      the per-block and per-segment kernels), ``solve_precision`` (the UT solve and the pair products);
+    * ``pad_head_dim``: head dim 32 that ``path_attention`` runs as 64 (zero-padded) on this device, i.e.
+      under ``kernel_config(..., D=64)``; ``notes``: what changed the defaults (arguments, ``PATH_KERNELS_*``
+      variables, the out-of-resources fallback).
+    """
+    device: str
+    device_name: str
+    capability: Tuple[int, int]
+    smem: int
+    dtype: str
+    head_dim: int
+    seq_len: int
+    forward_only: bool
+    block: int
+    seg_blocks: int
+    n_blocks: int
+    n_segments: int
+    warps: Warps
+    stages: Stages
+    seg_split: int
+    block_cols: int
+    diag_cols: int
+    key_rows: int
+    query_rows: int
+    fwd_rows: int
+    compute_dtype: str
+    transport_dtype: str
+    backward_transport_dtype: str
+    precision: str
+    block_precision: str
+    solve_precision: str
+    pad_head_dim: bool = False
+    notes: Tuple[str, ...] = ()
+    # the device's DeviceInfo.key (None for a device described by hand): where _launch records a lowered
+    # pipelining depth in the fallback state
+    _key: Optional[str] = dataclasses.field(default=None, repr=False)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    @property
+    def fwd_split(self) -> bool:
+        """Whether ``_fwd_inter_kernel`` does the forward's earlier segments."""
+        return self.fwd_rows > self.block
+
+    def as_dict(self) -> dict:
+        """A JSON-ready dict (nested dicts for ``warps`` and ``stages``, lists for tuples)."""
+        d = dataclasses.asdict(self)
+        del d["_key"]
+        d["capability"] = list(self.capability)
+        d["notes"] = list(self.notes)
+        return d
+
+    def __str__(self) -> str:
+        mode = "forward only" if self.forward_only else "with gradients"
+        where = self.device if self.device == self.device_name else f"{self.device} ({self.device_name})"
+        if self.capability != (0, 0):
+            where += f", sm_{self.capability[0]}{self.capability[1]}, {self.smem} B of shared memory per block"
+        w = ", ".join(f"{f.name} {getattr(self.warps, f.name)}" for f in dataclasses.fields(Warps))
+        s = ", ".join(f"{f.name} {getattr(self.stages, f.name)}" for f in dataclasses.fields(Stages))
+        split = "split: _fwd_inter_kernel" if self.fwd_split else "not split"
+        lines = [
+            f"KernelConfig: {self.dtype}, D = {self.head_dim}, T = {self.seq_len}, {mode}; {where}",
+            f"  blocks:     BT = {self.block}, SB = {self.seg_blocks} blocks per segment "
+            f"(NB = {self.n_blocks} blocks, NS = {self.n_segments} segments)",
+            f"  warps:      {w}",
+            f"  stages:     {s}",
+            f"  splits:     seg_split {self.seg_split}, block_cols {self.block_cols}, diag_cols {self.diag_cols}, "
+            f"key_rows {self.key_rows}, query_rows {self.query_rows}, fwd_rows {self.fwd_rows} (forward {split})",
+            f"  dtypes:     compute {self.compute_dtype}, forward transports {self.transport_dtype}, "
+            f"backward transports {self.backward_transport_dtype}",
+            f"  precisions: attention {self.precision}, per-block {self.block_precision}, "
+            f"UT solve and pair products {self.solve_precision}",
+        ]
+        if self.pad_head_dim:
+            lines.append("  head dim 32 runs as 64 here (zero-padded): path_attention uses kernel_config(..., D=64)")
+        if self.notes:
+            lines.append(f"  notes:      {'; '.join(self.notes)}")
+        return "\n".join(lines)
+
+
+def _segments(n: int, BT: int, D: int) -> int:
+    """Blocks per segment: about sqrt(2 T / D) segments, so the ``D x D`` pair products cost <~ T D."""
+    ns_max = max(1, int(math.sqrt(2.0 * n * BT / D)))
+    return max(2, -(-n // ns_max))
+
+
+def _block_length(dev: DeviceInfo, dtype, D: int, notes: list) -> int:
+    """Block length from the device's shared memory (``_SMEM_*`` tables), then at most what the fallback
+    learnt. Off CUDA (the interpreter): 64, or 32 for float32."""
+    if dev.kind != "cuda":
+        return 64 if dtype != torch.float32 else 32
+    if dtype == torch.float32:
+        BT = 32 if dev.smem >= _SMEM_FP32_BT32[D] else 16
+    else:
+        need = _SMEM_HALF_BT64[D]
+        BT = 64 if dev.smem >= need else (32 if dev.smem >= need // 2 else 16)
+    known = _FALLBACK.max_block.get((dev.key, dtype, D)) if dev.key else None
+    if known is not None and known < BT:
+        BT = known
+        notes.append(f"block {BT}: a longer block ran out of shared memory")
+    return BT
+
+
+def _warps(dev: DeviceInfo, half: bool, D: int, over: dict) -> Warps:
+    """Warps per kernel: ``_WARPS_SM80`` on sm_80 and newer; then the defaults (attention kernels
+    ``4 if D <= 64 else 8``, 4 before sm_80; ``fwd_inter`` as ``fwd``, ``diag`` as ``intra``, ``seg_bwd``
+    as ``seg``; D = 32, older GPUs and the interpreter take the default for every kernel); then
+    ``PATH_KERNELS_WARPS``."""
+    default = 4 if D <= 64 else 8
+    if dev.kind == "cuda" and dev.capability[0] < 8:
+        default = 4
+    if dev.kind == "cuda" and dev.capability[0] >= 8 and D >= 64:
+        out = dict(_WARPS_SM80[(128 if D >= 128 else 64, half)])
+    else:
+        out = {key: default for key in WARP_KEYS}
+    for key in ("fwd", "inter_q", "inter_kv"):
+        out.setdefault(key, default)
+    out.setdefault("fwd_inter", out["fwd"])
+    out.setdefault("diag", out["intra"])
+    out.setdefault("seg_bwd", out["seg"])
+    out.update(over)
+    return Warps(**out)
+
+
+def _rows(table: dict, override: Optional[int], D: int, BT: int, SB: int, NB: int, half: bool) -> int:
+    """Rows per program from ``table`` at ``BT = 64`` with half-precision inputs (where they were
+    measured; smaller blocks, i.e. GPUs with less shared memory, and float32 keep one block per program),
+    or the override; one block unless the rows are a multiple of ``BT`` whose blocks tile both the
+    segment and the sequence."""
+    rows = override or (table.get(D, BT) if half and BT == 64 else BT)
+    nblk = rows // BT
+    if rows % BT or nblk < 1 or SB % nblk or NB % nblk:
+        return BT
+    return rows
+
+
+def _dtypes(dev: DeviceInfo, dtype) -> dict:
+    """Dtypes and dot precisions by role (benchmarks/DESIGN.md, "Precision by role"), as names.
+
+    * half-precision inputs: logits and ``P V`` in the input dtype (``compute_dtype``); the forward's
+      transports in fp16 (``transport_dtype``: three more mantissa bits than bf16, and the factors are
+      bounded); the backward's in the input dtype (``backward_transport_dtype``: gradients of ~1e-6 are
+      subnormal in fp16); tf32 for the attention and per-block products, float32 accuracy for the UT solve
+      and the pair products;
+    * float32 inputs: float32 everywhere, float32 accuracy: ``tf32x3`` (three tf32 products on the tensor
+      cores) on sm_80 and newer, ``ieee`` on the CPU interpreter and before Ampere (no tf32 there).
+    """
+    fp32_prec = "tf32x3" if dev.kind == "cuda" and dev.capability[0] >= 8 else "ieee"
+    if dtype == torch.float32:
+        return dict(compute_dtype="float32", transport_dtype="float32", backward_transport_dtype="float32",
+                    precision=fp32_prec, block_precision=fp32_prec, solve_precision=fp32_prec)
+    cdt = "float16" if dtype == torch.float16 else "bfloat16"
+    # v6: the backward's segment and block kernels work on row blocks / column chunks (seg_split,
+    # block_cols), so tf32 fits at D = 128 too (v5 kept tf32x3 there: whole D x D float32 operands needed
+    # 320-360 KB of shared memory)
+    return dict(compute_dtype=cdt, transport_dtype="float16", backward_transport_dtype=cdt,
+                precision="tf32", block_precision="tf32", solve_precision=fp32_prec)
+
+
+def _stage_key(dev_key, dtype, D: int, BT: int, loop: str, warps: int, rows: dict, NS: int) -> tuple:
+    """The fallback state's key of an attention loop's pipelining depth: what sets its shared memory
+    besides the stages (the rows per program; for the forward, whether it is split and has segments)."""
+    marker = {"fwd": (rows["fwd_rows"], NS > 1), "fwd_inter": rows["fwd_rows"], "inter_q": rows["query_rows"],
+              "inter_kv": rows["key_rows"]}[loop]
+    return (dev_key, dtype, D, BT, loop, warps, marker)
+
+
+def kernel_config(device, dtype, D: int, T: int, forward_only: bool = False, *,
+                  block_size: Optional[int] = None, seg_blocks: Optional[int] = None) -> KernelConfig:
+    """The launch configuration of ``path_attention`` for q of ``dtype`` and head dim ``D``, sequence
+    length ``T`` (with ``cu_seqlens``: the longest sequence) on ``device`` (a ``torch.device``, or a
+    :class:`DeviceInfo` such as ``H200`` for a device that is not here), in a call that records gradients
+    or (``forward_only``) one that does not. ``block_size`` and ``seg_blocks`` override the block length
+    and the blocks per segment (tests; the out-of-resources retry).
+
+    In order: the block length from the device's opt-in shared memory (``_block_length``), the blocks per
+    segment (about ``sqrt(2 T / D)`` segments, ``_segments``; at least ``_FWD_ONLY_SEG_BLOCKS`` for a
+    half-precision forward-only call at BT = 64), the warps (``_warps``), the stages (``_STAGES_HALF``
+    where shared memory is plentiful), the splits (``_SEG_SPLIT`` ... ``_FWD_ROWS``), the dtypes and
+    precisions (``_dtypes``); the ``PATH_KERNELS_*`` overrides (:func:`env_overrides`) and the
+    out-of-resources fallback state (:class:`FallbackState`) on top. Raises ``ValueError`` for a head dim
+    outside ``HEAD_DIMS``, a dtype outside float16 / bfloat16 / float32 or a malformed override."""
+    dev = DeviceInfo.of(device)
+    if dtype not in _QDTYPES:
+        raise ValueError(f"kernel_config: dtype must be one of float16, bfloat16, float32, got {dtype}")
+    if D not in HEAD_DIMS:
+        raise ValueError(f"kernel_config: head dim must be one of {HEAD_DIMS}, got {D}")
+    env = env_overrides()
+    half = dtype != torch.float32
+    notes = [f"{var}={val}" for var, val in env.text if var != "PATH_KERNELS_SYNC"]
+    # block length and segments
     if block_size is not None:
         BT = block_size
-    elif device.type != "cuda":
-        BT = 64 if dtype != torch.float32 else 32
+        notes.append(f"block_size {BT} given")
     else:
-        smem = _smem(device)
-        if dtype == torch.float32:
-            BT = 32 if smem >= _SMEM_FP32_BT32[D] else 16
-        else:
-            BT = 64 if smem >= _SMEM_HALF_BT64[D] else (32 if smem >= _SMEM_HALF_BT64[D] // 2 else 16)
-        BT = min(BT, _MAX_BT.get((str(device), dtype, D), BT))
-        if torch.cuda.get_device_capability(device)[0] < 8:
-            warps = 4
+        BT = _block_length(dev, dtype, D, notes)
     n = max(1, -(-T // BT))
-    SB = seg_blocks if seg_blocks is not None else _segments(n, BT, D)
-    if seg_blocks is None and forward_only and dtype != torch.float32 and BT == 64:
-        SB = max(SB, min(n, _FWD_ONLY_SEG_BLOCKS.get(D, 0)))
-    if seg_blocks is None and (str(device), dtype, D) in _ONE_SEGMENT:
-        SB = n
-    return BT, SB, warps
+    if seg_blocks is not None:
+        SB = seg_blocks
+        notes.append(f"seg_blocks {SB} given")
+    else:
+        SB = _segments(n, BT, D)
+        if forward_only and half and BT == 64:
+            SB = max(SB, min(n, _FWD_ONLY_SEG_BLOCKS.get(D, 0)))
+        if dev.key and (dev.key, dtype, D) in _FALLBACK.one_segment:
+            SB = n
+            notes.append("one segment: 16-token blocks with segments ran out of shared memory")
+    NS = -(-n // SB)
+    # warps
+    warps = _warps(dev, half, D, dict(env.warps))
+    # splits
+    split = dict(env.split)
+    col = {key: min(split[key], D) for key in ("seg_split", "block_cols", "diag_cols") if key in split}
+    diag = _DIAG_COLS.get(D, D)
+    rows = dict(key_rows=_rows(_KEY_ROWS, split.get("key_rows"), D, BT, SB, n, half),
+                query_rows=_rows(_QUERY_ROWS, split.get("query_rows"), D, BT, SB, n, half),
+                fwd_rows=_rows(_FWD_ROWS, split.get("fwd_rows"), D, BT, SB, n, half) if NS > 1 else BT)
+    # stages: the override, else the table where shared memory is plentiful; then at most what fitted
+    stage_over = dict(env.stages)
+    big = dev.kind == "cuda" and dev.smem >= _STAGES_MIN_SMEM and half
+    stages = {}
+    for loop in STAGE_KEYS:
+        s = stage_over.get(loop, _STAGES_HALF[loop] if big else 1)
+        known = _FALLBACK.stages.get(_stage_key(dev.key, dtype, D, BT, loop, warps[loop], rows, NS)) \
+            if dev.key else None
+        if known is not None and known < s:
+            s = known
+            notes.append(f"stages {loop} {s}: a deeper pipeline ran out of shared memory")
+        stages[loop] = s
+    pad = D == 32 and (env.pad_d32 if env.pad_d32 is not None else
+                       dev.kind == "cuda" and dev.capability[0] == 9)
+    return KernelConfig(
+        device=dev.key or dev.name or dev.kind, device_name=dev.name or dev.key or dev.kind,
+        capability=dev.capability, smem=dev.smem,
+        dtype=str(dtype).replace("torch.", ""), head_dim=D, seq_len=T, forward_only=bool(forward_only),
+        block=BT, seg_blocks=SB, n_blocks=n, n_segments=NS, warps=warps, stages=Stages(**stages),
+        seg_split=col.get("seg_split") or _SEG_SPLIT.get(D, D),
+        block_cols=col.get("block_cols") or _BLOCK_COLS.get(D, D),
+        diag_cols=col.get("diag_cols") or (diag if half and BT == 64 else min(diag, 64)),
+        **rows, **_dtypes(dev, dtype), pad_head_dim=bool(pad), notes=tuple(notes), _key=dev.key)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -173,46 +641,57 @@ def _pair_products(Seg):
     return torch.stack(out, dim=2).contiguous()
 
 
-def _precompute(k, w, beta, BT, SB, cdt, PREC, SOLVE_PREC, warps):
+def _precompute(k, w, beta, cfg: KernelConfig):
     """Per-block factors, per-segment products and the segment-pair products ``Om`` (``NS (NS-1)/2``
-    matrices of ``D x D``), all in Triton. Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous."""
+    matrices of ``D x D``), all in Triton, at ``cfg``'s block length, segments, warps and precisions.
+    Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous."""
     kern = _triton()
     B, T, HK, D = k.shape
-    NB = T // BT
-    NS = -(-NB // SB)
+    BT, SB, NB, NS = _blocks_of(cfg, T)
     dev = k.device
     f32 = dict(dtype=torch.float32, device=dev)
     TW = torch.empty(B, T, HK, D, **f32)
-    KA = torch.empty(B, T, HK, D, dtype=cdt, device=dev)
+    KA = torch.empty(B, T, HK, D, dtype=k.dtype, device=dev)
     TM = torch.empty(B, HK, NB, BT, BT, **f32)
     MM = torch.empty(B, HK, NB, BT, BT, **f32)
     NM = torch.empty(B, HK, NB, BT, BT, **f32)
-    _run(kern._ut_kernel, (NB, B * HK), (w, beta, TM, NM, T, NB),
-         dict(HK=HK, D=D, BT=BT, SOLVE_PREC=SOLVE_PREC, num_warps=warps["ut"], num_stages=1))
-    _run(kern._prep_kernel, (NB, B * HK), (k, w, TW, KA, TM, MM, T, NB),
-         dict(HK=HK, D=D, BT=BT, PREC=PREC, num_warps=warps["prep"], num_stages=1))
+    _run(kern._ut_kernel, (NB, B * HK), cfg.warps.ut,
+         W=w, BETA=beta, UT_T=TM, UT_N=NM, T=T, NB=NB,
+         HK=HK, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision)
+    _run(kern._prep_kernel, (NB, B * HK), cfg.warps.prep,
+         K=k, W=w, UT_TW=TW, K_BLOCK_END=KA, UT_T=TM, UT_M=MM, T=T, NB=NB,
+         HK=HK, D=D, BT=BT, PREC=cfg.block_precision)
     if NS == 1:  # one segment: no segment products (the kernels compile their segment loops out)
         OM = torch.eye(D, **f32).expand(B, HK, 1, D, D).contiguous()
         return dict(TW=TW, KA=KA, KS=KA, TM=TM, MM=MM, NM=NM, RS=OM, SEG=OM, OM=OM)
-    KS = torch.empty(B, T, HK, D, dtype=cdt, device=dev)
+    KS = torch.empty(B, T, HK, D, dtype=k.dtype, device=dev)
     RS = torch.empty(B, HK, NB, D, D, **f32)
     Seg = torch.empty(B, HK, NS, D, D, **f32)
-    _run(kern._seg_fwd_kernel, (NS, B * HK), (w, TW, KA, KS, RS, Seg, T, NB, NS, SB),
-         dict(HK=HK, D=D, BT=BT, PREC=PREC, num_warps=warps["seg"], num_stages=1))
+    _run(kern._seg_fwd_kernel, (NS, B * HK), cfg.warps.seg,
+         W=w, UT_TW=TW, K_BLOCK_END=KA, K_SEG_END=KS, SUFFIX_R=RS, SEG_PROD=Seg, T=T, NB=NB, NS=NS, SB=SB,
+         HK=HK, D=D, BT=BT, PREC=cfg.block_precision)
     OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, **f32)
-    _run(kern._pair_kernel, (NS - 1, B * HK), (Seg, OM, NS),
-         dict(HK=HK, D=D, PREC=SOLVE_PREC, num_warps=warps["seg"], num_stages=1))
+    _run(kern._pair_kernel, (NS - 1, B * HK), cfg.warps.seg,
+         SEG_PROD=Seg, PAIR_PROD=OM, NS=NS, HK=HK, D=D, PREC=cfg.solve_precision)
     return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, RS=RS, SEG=Seg, OM=OM)
 
 
 # ----------------------------------------------------------------------------------------------
-# the autograd Function (padded inputs)
+# launches
 # ----------------------------------------------------------------------------------------------
 
-_STAGES = {}
 # PATH_KERNELS_SYNC=1: synchronize before and after every kernel launch and name the kernel in the
-# error (a CUDA fault is otherwise reported asynchronously, at some later call)
-_SYNC = os.environ.get("PATH_KERNELS_SYNC", "0") not in ("", "0")
+# error (a CUDA fault is otherwise reported asynchronously, at some later call); read at import
+_SYNC = env_overrides().sync
+
+
+def _blocks_of(cfg: KernelConfig, T: int):
+    """``(BT, SB, NB, NS)`` of ``cfg`` for padded tensors of length ``T`` (a multiple of the block)."""
+    BT, SB = cfg.block, cfg.seg_blocks
+    if T % BT or T // BT != cfg.n_blocks:
+        raise RuntimeError(f"PaTH kernels: tensors of length {T} do not match the configuration "
+                           f"({cfg.n_blocks} blocks of {BT} tokens)")
+    return BT, SB, cfg.n_blocks, cfg.n_segments
 
 
 def _sync_check(name, where, meta=None):
@@ -222,278 +701,100 @@ def _sync_check(name, where, meta=None):
         torch.cuda.synchronize()
     except Exception as e:  # pragma: no cover - GPU only
         what = f"before kernel {name} (an earlier torch op)" if where == "before" else f"in kernel {name}"
-        cfg = {k: str(v) for k, v in (meta or {}).items()}
+        cfg = {k: str(v) for k, v in (meta or {}).items() if not isinstance(v, torch.Tensor)}
         raise RuntimeError(f"PaTH: CUDA error {what} {cfg}: {e}") from e
 
 
-def _run(kernel, grid, args, meta):
-    """Launch without the stage retry (prep, intra, block kernels), with the optional sync checks."""
-    name = kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel)
-    _sync_check(name, "before", meta)
-    kernel[grid](*args, **meta)
-    _sync_check(name, "after", meta)
+def _name(kernel) -> str:
+    return kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel)
 
 
-def _launch(kernel, grid, args, meta, stages):
-    """Launch with ``num_stages=stages``; on an out-of-resources error (less shared memory, e.g. a T4)
-    retry with fewer stages and remember the choice for this kernel."""
+def _run(kernel, grid, num_warps: int, **args):
+    """Launch at one pipelining stage, every argument by parameter name (the per-block, per-segment,
+    intra, diagonal and delta kernels), with the optional sync checks."""
+    name = _name(kernel)
+    _sync_check(name, "before", args)
+    kernel[grid](**args, num_warps=num_warps, num_stages=1)
+    _sync_check(name, "after", args)
+
+
+def _launch(kernel, grid, cfg: KernelConfig, loop: str, **args):
+    """Launch attention loop ``loop`` (``STAGE_KEYS``) at ``cfg``'s warps and stages, every argument by
+    parameter name; on an out-of-resources error (less shared memory, e.g. a T4) retry with fewer stages
+    and record the depth that fitted in the fallback state (:class:`FallbackState`), which later
+    configurations of this device, dtype, head dim, block length, warps and rows then start from."""
     import triton
-    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel), tuple(sorted(
-        (k, str(v)) for k, v in meta.items())))
-    stages = _STAGES.get(key, stages)
-    _sync_check(key[0], "before", meta)
+    name = _name(kernel)
+    warps = cfg.warps[loop]
+    key = _stage_key(cfg._key, cfg.torch_dtype, cfg.head_dim, cfg.block, loop, warps,
+                     dict(fwd_rows=cfg.fwd_rows, query_rows=cfg.query_rows, key_rows=cfg.key_rows), cfg.n_segments)
+    stages = min(cfg.stages[loop], _FALLBACK.stages.get(key, cfg.stages[loop]))
+    first = stages
+    _sync_check(name, "before", args)
     while True:
         try:
-            kernel[grid](*args, **meta, num_stages=stages)
-            _STAGES[key] = stages
-            _sync_check(key[0], "after", dict(meta, num_stages=stages))
-            return
+            kernel[grid](**args, num_warps=warps, num_stages=stages)
+            break
         except triton.runtime.errors.OutOfResources:
             if stages <= 1:
                 raise
             stages -= 1
+    if stages < first and cfg._key is not None:
+        _FALLBACK.stages[key] = stages
+    _sync_check(name, "after", dict(args, num_stages=stages))
 
 
-def _dtypes(q):
-    """(compute dtype for logits/PV, dtype for the transport matmuls, fp32 dot precision, torch dtype)."""
-    import triton.language as tl
-    if q.dtype == torch.float32:
-        # tf32x3 (three tf32 products) keeps float32 accuracy on tensor cores; "ieee" on the CPU
-        # interpreter and before Ampere (no tf32 there)
-        prec = "tf32x3" if q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8 else "ieee"
-        return tl.float32, tl.float32, prec, torch.float32
-    cdt = tl.float16 if q.dtype == torch.float16 else tl.bfloat16
-    return cdt, tl.float16, "tf32", q.dtype
-
-
-_STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
-
-
-def _stages(q, key: str) -> int:
-    """Software-pipelining depth of attention loop ``key`` (``_STAGE_KEYS``): ``_STAGES_HALF`` for
-    half-precision inputs where shared memory is plentiful, else 1;
-    ``PATH_KERNELS_STAGES="fwd=1,inter_kv=3"`` overrides for tuning runs (a depth that does not fit is
-    lowered at launch, ``_launch``)."""
-    spec = os.environ.get("PATH_KERNELS_STAGES", "")
-    for item in filter(None, spec.split(",")):
-        name, _, val = item.partition("=")
-        if name.strip() not in _STAGE_KEYS or val.strip() not in ("1", "2", "3", "4"):
-            raise ValueError(f"PATH_KERNELS_STAGES: expected items like 'fwd=1' with keys {_STAGE_KEYS} and "
-                             f"values 1 to 4, got {item!r}")
-        if name.strip() == key:
-            return int(val)
-    if q.device.type != "cuda":
-        return 1
-    props = torch.cuda.get_device_properties(q.device)
-    smem = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
-    return _STAGES_HALF[key] if smem >= 160 * 1024 and q.dtype != torch.float32 else 1
-
-
-# pipelining depth per attention loop for half-precision inputs where shared memory is plentiful
-# (v10, H200, benchmarks/HISTORY.md): the forward kernel's own-segment loop runs shorter unpipelined
-# (221440 -> 49152 bytes of shared memory at D = 128: two programs per SM, as registers allow, instead
-# of one); the long loops over earlier segments gain from a third stage
-_STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
-
-
-# warps of the per-block / per-segment kernels, from the H200 measurements in benchmarks/HISTORY.md (v5:
-# 4 warps halve the per-block kernels' time at D = 64: 255 registers and spills at 8); the override
-# PATH_KERNELS_WARPS="ut=4,prep=4,block=4,intra=4,diag=4,seg=4,seg_bwd=4,fwd=8,fwd_inter=8,inter_q=8,inter_kv=8" is
-# for tuning runs
-_WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv")
-
-
-def _aux_warps(q, warps):
-    """num_warps for the UT, prep, block chain-rule, intra-segment and segment-product kernels, and for
-    the attention kernels (forward, inter-segment query and key sides: ``warps`` from ``_config``)."""
-    cuda8 = q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8
-    D = q.shape[-1]
-    half = q.dtype != torch.float32
-    if cuda8 and D >= 128 and half:
-        # v7 (H200, benchmarks/HISTORY.md): one warpgroup per 64-row tile for the forward, the query
-        # side and the intra kernel (forward 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384);
-        # v8: two warpgroups for the 128-row tiles of the query side (12.5 -> 10.6 ms) and of the
-        # forward's earlier segments (_fwd_inter_kernel at 4 warps: 10.7 ms, at 8: 5.9 ms)
-        # v10: the backward's segment chain (_seg_bwd_kernel) at 4 warps (1.72 -> 1.16 ms at T = 1024)
-        out = dict(ut=4, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
-    elif cuda8 and D >= 128:
-        out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
-    elif cuda8 and D >= 64 and half:
-        out = dict(ut=4, prep=4, block=4, intra=4, seg=4)
-    elif cuda8 and D >= 64:  # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
-        out = dict(ut=4, prep=4, block=8, intra=8, seg=4)
-    else:
-        out = {key: warps for key in _WARP_KEYS}
-    for key in ("fwd", "inter_q", "inter_kv"):
-        out.setdefault(key, warps)
-    out.setdefault("fwd_inter", out["fwd"])
-    out.setdefault("diag", out["intra"])
-    out.setdefault("seg_bwd", out["seg"])
-    spec = os.environ.get("PATH_KERNELS_WARPS", "")
-    for item in filter(None, spec.split(",")):
-        key, _, val = item.partition("=")
-        if key.strip() not in _WARP_KEYS or val.strip() not in ("1", "2", "4", "8", "16"):
-            raise ValueError(f"PATH_KERNELS_WARPS: expected items like 'prep=4' with keys {_WARP_KEYS}, got {item!r}")
-        out[key.strip()] = int(val)
-    return out
-
-
-def _block_prec(q):
-    """Dot precision of the per-block products other than the UT solve: tf32 for half-precision inputs
-    (the same 10-bit mantissa as the fp16 transports of the attention kernels), float32 accuracy
-    (tf32x3 / ieee) for float32 inputs. v6: the backward's segment and block kernels work on row
-    blocks / column chunks (``_seg_split``, ``_block_cols``), so tf32 fits at D = 128 too (v5 kept
-    tf32x3 there: whole ``D x D`` float32 operands needed 320-360 KB of shared memory)."""
-    if q.dtype == torch.float32:
-        return _fp32_prec(q)
-    return "tf32"
-
-
-# how the backward splits its D x D segment matrices (rows of the carried gradient per program of
-# _seg_bwd_kernel, columns per chunk in _seg_grad_kernel) and the head dim of _bwd_block_kernel (columns
-# per chunk), by head dim; from the AOT compiles and H200 timings in benchmarks/HISTORY.md (v6).
-# Module-level so that the CPU tests can split small head dims too; the override
-# PATH_KERNELS_SPLIT="seg_split=32,block_cols=32,diag_cols=32,key_rows=128,query_rows=128,fwd_rows=128" is for
-# tuning runs
-_SEG_SPLIT = {128: 32}
-_BLOCK_COLS = {64: 32, 128: 32}
-# head-dim columns per chunk of _bwd_diag_kernel for half-precision inputs at BT = 64, by head dim; other
-# configurations (float32, smaller blocks) take at most 64. v10, H200: 64 columns 1.88 ms at D = 128,
-# T = 1024, 32 columns 1.93, 16 columns 2.67, whole 128-column tiles 2.49; v16, with W and T W in the
-# transport dtype (v14): whole 128-column tiles are the faster, forward+backward 23.53 -> 23.25 ms at
-# T = 4096, 15.34 -> 15.08 at T = 1024, 46.06 -> 45.77 at T = 16384 (benchmarks/HISTORY.md)
-_DIAG_COLS = {64: 64, 128: 128}
-# rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
-# (the forward's earlier segments) for half-precision inputs (a multiple of BT whose blocks tile the
-# segments and the sequence, else one block), by head dim (H200, benchmarks/HISTORY.md, v8: at D = 64
-# 128 key rows doubled the key side's time and 128 query rows did not change the query side's)
-_KEY_ROWS = {128: 128}
-_QUERY_ROWS = {128: 128}
-_FWD_ROWS = {64: 128, 128: 128}
-_ROW_KEYS = ("key_rows", "query_rows", "fwd_rows")
-_SPLIT_KEYS = ("seg_split", "block_cols", "diag_cols") + _ROW_KEYS
-
-
-def _split_override(key: str, D: int):
-    spec = os.environ.get("PATH_KERNELS_SPLIT", "")
-    for item in filter(None, spec.split(",")):
-        name, _, val = item.partition("=")
-        val = val.strip()
-        if name.strip() not in _SPLIT_KEYS or val not in ("16", "32", "64", "128"):
-            raise ValueError("PATH_KERNELS_SPLIT: expected items like 'seg_split=32' with keys "
-                             f"{_SPLIT_KEYS} and values 16, 32, 64 or 128, got {item!r}")
-        if name.strip() == key:
-            return int(val) if key in _ROW_KEYS else min(int(val), D)
-    return None
-
-
-def _rows(key: str, table: dict, D: int, BT: int, SB: int, NB: int, half: bool) -> int:
-    """The table's rows at ``BT = 64`` (the big-shared-memory configuration they were measured at;
-    smaller blocks, i.e. GPUs with less shared memory, keep one block per program), or the override."""
-    rows = _split_override(key, D) or (table.get(D, BT) if half and BT == 64 else BT)
-    nblk = rows // BT
-    if rows % BT or nblk < 1 or SB % nblk or NB % nblk:
-        return BT
-    return rows
-
-
-def _key_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
-    """Key rows per program of ``_bwd_inter_kv_kernel``: ``_KEY_ROWS`` (half-precision inputs) when it is
-    a multiple of ``BT`` whose blocks tile both the segment and the sequence, else ``BT``."""
-    return _rows("key_rows", _KEY_ROWS, D, BT, SB, NB, half)
-
-
-def _query_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
-    """Query rows per program of ``_bwd_inter_q_kernel`` (``_QUERY_ROWS``), under the same rule."""
-    return _rows("query_rows", _QUERY_ROWS, D, BT, SB, NB, half)
-
-
-def _fwd_rows(D: int, BT: int, SB: int, NB: int, half: bool) -> int:
-    """Query rows per program of ``_fwd_inter_kernel`` (``_FWD_ROWS``), under the same rule; ``BT``
-    means no split (``_fwd_kernel`` does the earlier segments itself)."""
-    return _rows("fwd_rows", _FWD_ROWS, D, BT, SB, NB, half)
-
-
-def _seg_split(D: int) -> int:
-    """Rows of the carried ``D x D`` gradient per program of ``_seg_bwd_kernel``, and columns per chunk
-    in ``_seg_grad_kernel`` (divides D)."""
-    return _split_override("seg_split", D) or _SEG_SPLIT.get(D, D)
-
-
-def _block_cols(D: int) -> int:
-    """Head-dim columns per chunk of ``_bwd_block_kernel`` (divides D)."""
-    return _split_override("block_cols", D) or _BLOCK_COLS.get(D, D)
-
-
-def _diag_cols(D: int, BT: int = 64, half: bool = True) -> int:
-    """Head-dim columns per chunk of ``_bwd_diag_kernel`` (divides D): ``_DIAG_COLS`` for half-precision
-    inputs at ``BT = 64``, at most 64 otherwise, or the override."""
-    cols = _DIAG_COLS.get(D, D)
-    return _split_override("diag_cols", D) or (cols if half and BT == 64 else min(cols, 64))
-
-
-def _fp32_prec(q):
-    return "tf32x3" if q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] >= 8 else "ieee"
-
-
-def _forward_impl(q, k, v, w, beta, G, scale, BT, SB, warps):
-    """Forward kernels; returns o and the tensors the backward needs."""
+def _forward_impl(q, k, v, w, beta, G, scale, cfg: KernelConfig):
+    """Forward kernels at configuration ``cfg``; returns o and the tensors the backward needs."""
     kern = _triton()
     B, T, HQ, D = q.shape
     HK = k.shape[2]
-    NB = T // BT
-    NS = -(-NB // SB)
-    CDT, TDT, PREC, cdt = _dtypes(q)
+    BT, SB, NB, NS = _blocks_of(cfg, T)
     wf, bf = w.float().contiguous(), beta.float().contiguous()
-    aux = _aux_warps(q, warps)
-    pre = _precompute(k, wf, bf, BT, SB, cdt, _block_prec(q), _fp32_prec(q), aux)
+    pre = _precompute(k, wf, bf, cfg)
     o = torch.empty_like(q)
     lse = torch.empty(B, HQ, T, dtype=torch.float32, device=q.device)
     # the query states at their segment's start: the backward reads them only in the input dtype
-    q0 = torch.empty(B, T, HQ, D, dtype=cdt, device=q.device)
-    Gh = G.transpose(1, 2).contiguous() if G is not None else lse
+    q0 = torch.empty(B, T, HQ, D, dtype=q.dtype, device=q.device)
+    Gh = G.transpose(1, 2).contiguous() if G is not None else lse  # without a gate: any [B, HQ, T] (not read)
     # earlier segments on FR query rows per program in a second kernel (v8), from the partial results
     # of the rows outside the first segment (float32, freed on return)
-    FR = _fwd_rows(D, BT, SB, NB, q.dtype != torch.float32) if NS > 1 else BT
-    op = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device) if FR > BT else o
-    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=CDT, PREC=PREC)
-    _launch(kern._fwd_kernel, (NB, B * HQ),
-            (q, k, v, wf, pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["OM"],
-             Gh, o, lse, q0, op, scale, T, NB, NS, SB),
-            dict(meta, TDT=TDT, SEGS=NS > 1, SPLIT=FR > BT, num_warps=aux["fwd"]), _stages(q, "fwd"))
-    if FR > BT:
-        _launch(kern._fwd_inter_kernel, (NB // (FR // BT), B * HQ),
-                (q0, pre["KS"], v, pre["OM"], Gh, o, lse, op, scale, T, NB, NS, SB),
-                dict(meta, QR=FR, num_warps=aux["fwd_inter"]), _stages(q, "fwd_inter"))
+    split = cfg.fwd_split
+    op = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device) if split else o
+    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=_tl(cfg.compute_dtype), PREC=cfg.precision)
+    _launch(kern._fwd_kernel, (NB, B * HQ), cfg, "fwd",
+            Q=q, K=k, V=v, W=wf, UT_TW=pre["TW"], K_BLOCK_END=pre["KA"], K_SEG_END=pre["KS"], UT_T=pre["TM"],
+            UT_M=pre["MM"], PAIR_PROD=pre["OM"], GATE_CUMSUM=Gh, O=o, LSE=lse, Q_SEG_START=q0, O_PARTIAL=op,
+            scale=scale, T=T, NB=NB, NS=NS, SB=SB,
+            **meta, TDT=_tl(cfg.transport_dtype), SEGS=NS > 1, SPLIT=split)
+    if split:
+        _launch(kern._fwd_inter_kernel, (NB // (cfg.fwd_rows // BT), B * HQ), cfg, "fwd_inter",
+                Q_SEG_START=q0, K_SEG_END=pre["KS"], V=v, PAIR_PROD=pre["OM"], GATE_CUMSUM=Gh, O=o, LSE=lse,
+                O_PARTIAL=op, scale=scale, T=T, NB=NB, NS=NS, SB=SB,
+                **meta, QR=cfg.fwd_rows)
     del op
     saved = (q, k, v, wf, bf, Gh if G is not None else None, o, lse, q0,
              pre["TW"], pre["KA"], pre["KS"], pre["TM"], pre["MM"], pre["NM"], pre["RS"], pre["SEG"], pre["OM"])
     return o, saved
 
 
-def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
-    """Backward kernels and the float32 segment chain; returns (dq, dk, dv, dw, dbeta, dG)."""
+def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
+    """Backward kernels and the float32 segment chain at configuration ``cfg``; returns
+    (dq, dk, dv, dw, dbeta, dG)."""
     kern = _triton()
     (q, k, v, wf, bf, Gh, o, lse, q0, TW, KA, KS, TM, MM, NM, RS, SEG, OM) = saved
     B, T, HQ, D = q.shape
     HK = k.shape[2]
     grp = HQ // HK
-    NB = T // BT
-    NS = -(-NB // SB)
-    CDT, TDT, PREC, cdt = _dtypes(q)
-    # gradients flow through the transport matmuls of the backward: keep them in the input dtype
-    # (bf16's range), not the forward's fp16, where the ~1e-6 gradients of a mean-reduced loss would
-    # be subnormal (relative precision lost)
-    TDT = CDT
+    BT, SB, NB, NS = _blocks_of(cfg, T)
     dev = q.device
     do = do.contiguous()
     f32 = dict(dtype=torch.float32, device=dev)
     delta = torch.empty(B, HQ, T, **f32)  # do . o per query row
-    _run(kern._delta_kernel, (NB, B * HQ), (do, o, delta, T), dict(HQ=HQ, D=D, BT=BT, num_warps=4, num_stages=1))
+    _run(kern._delta_kernel, (NB, B * HQ), cfg.warps.delta, DO=do, O=o, DELTA=delta, T=T, HQ=HQ, D=D, BT=BT)
     dq0 = torch.empty(B, T, HQ, D, **f32)
     dseg = torch.zeros(B, HQ, NS, D, D, **f32)
     dg = torch.zeros(B, HQ, T, **f32)
-    KR = _key_rows(D, BT, SB, NB, q.dtype != torch.float32)
     # gradient of Kseg (segment kernels only), written by the key side
     dks = torch.empty(B, T, HQ, D, **f32) if NS > 1 else None
     dv = torch.empty(B, T, HQ, D, **f32)
@@ -507,36 +808,39 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
     dt = torch.empty(B, HQ, NB, BT, BT, **f32)  # written once, by the diagonal kernel
     # the intra kernel's query states, in the dtype of the products that read them
     scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
-    Garg = Gh if has_g else lse
+    Garg = Gh if has_g else lse  # without a gate: any [B, HQ, T] (not read)
     # W and T W for the intra and diagonal kernels in the backward's transport dtype (v14): each of
     # their products rounds them to it anyway, so the copies change no result and halve those loads
     wt, twt = (wf, TW) if q.dtype == torch.float32 else (wf.to(q.dtype), TW.to(q.dtype))
-    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=CDT, TDT=TDT, PREC=PREC)
-    aux = _aux_warps(q, warps)
+    # gradients flow through the transport matmuls of the backward: they are in the input dtype (bf16's
+    # range), not the forward's fp16, where the ~1e-6 gradients of a mean-reduced loss would be subnormal
+    meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=_tl(cfg.compute_dtype),
+                TDT=_tl(cfg.backward_transport_dtype), PREC=cfg.precision)
+    common = dict(GATE_CUMSUM=Garg, DO=do, LSE=lse, DELTA=delta, scale=scale, T=T, NB=NB)
     if NS > 1:
         # the segment and pair products likewise (v15): the inter kernels use them only rounded to the
         # transport dtype
         segt, omt = (SEG, OM) if q.dtype == torch.float32 else (SEG.to(q.dtype), OM.to(q.dtype))
-        QR = _query_rows(D, BT, SB, NB, q.dtype != torch.float32)
-        _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, segt, omt, dq0, dseg, dg, scale, T, NB, NS, SB),
-                dict(meta, DC=_seg_split(D), QR=QR, num_warps=aux["inter_q"]), _stages(q, "inter_q"))
-        _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ),
-                (q0, KS, v, Garg, do, lse, delta, omt, dks, dv, dg, scale, T, NB, NS, SB),
-                dict(meta, KR=KR, DC=_seg_split(D), num_warps=aux["inter_kv"]), _stages(q, "inter_kv"))
+        QR, KR = cfg.query_rows, cfg.key_rows
+        _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ), cfg, "inter_q",
+                Q_SEG_START=q0, K_SEG_END=KS, V=v, SEG_PROD=segt, PAIR_PROD=omt,
+                DQ_SEG_START=dq0, DSEG_PROD=dseg, DGATE=dg, **common, NS=NS, SB=SB,
+                **meta, DC=cfg.seg_split, QR=QR)
+        _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ), cfg, "inter_kv",
+                Q_SEG_START=q0, K_SEG_END=KS, V=v, PAIR_PROD=omt, DK_SEG_END=dks, DV=dv, DGATE=dg,
+                **common, NS=NS, SB=SB, **meta, KR=KR, DC=cfg.seg_split)
         del segt, omt
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()
-    meta.update(num_stages=1)
-    _run(kern._bwd_intra_kernel, (NS, B * HQ),
-         (q, v, wt, twt, KA, Garg, do, lse, delta, dq0, scr,
-          dka, dv, dw, dtwq, dg, scale, T, NB, NS, SB), dict(meta, num_warps=aux["intra"]))
+    _run(kern._bwd_intra_kernel, (NS, B * HQ), cfg.warps.intra,
+         Q=q, V=v, W=wt, UT_TW=twt, K_BLOCK_END=KA, DQ_SEG_START=dq0, Q_STATE_SCRATCH=scr,
+         DK_BLOCK_END=dka, DV=dv, DW=dw, DUT_TW=dtwq, DGATE=dg, **common, NS=NS, SB=SB, **meta)
     del scr
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
-    _run(kern._bwd_diag_kernel, (NB, B * HQ),
-         (q, k, v, wt, twt, TM, MM, Garg, do, lse, delta, dq0, dq, dk, dv, dw, dt, dg, scale, T, NB),
-         dict(meta, DC=_diag_cols(D, BT, q.dtype != torch.float32), num_warps=aux["diag"]))
+    _run(kern._bwd_diag_kernel, (NB, B * HQ), cfg.warps.diag,
+         Q=q, K=k, V=v, W=wt, UT_TW=twt, UT_T=TM, UT_M=MM, DQ_BLOCK_START=dq0,
+         DQ=dq, DK=dk, DV=dv, DW=dw, DUT_T=dt, DGATE=dg, **common, **meta, DC=cfg.diag_cols)
     del dq0, wt, twt
     if grp > 1:
         dv = dv.view(B, T, HK, grp, D).sum(3)
@@ -544,52 +848,65 @@ def _backward_impl(saved, do, scale, BT, SB, warps, has_g):
             dks = dks.view(B, T, HK, grp, D).sum(3)
             dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
     # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products); none for one segment
-    bprec = _block_prec(q)
+    bprec = cfg.block_precision
     if NS > 1:
         dks = dks.contiguous()
         XS = torch.empty(B, HK, NB, D, D, **f32)
-        DR = _seg_split(D)
-        _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR),
-             (wf, TW, KA, dks, dseg.contiguous(), XS, T, NB, NS, SB),
-             dict(HK=HK, D=D, BT=BT, DR=DR, PREC=bprec, num_warps=aux["seg_bwd"], num_stages=1))
+        DR = cfg.seg_split
+        _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR), cfg.warps.seg_bwd,
+             W=wf, UT_TW=TW, K_BLOCK_END=KA, DK_SEG_END=dks, DSEG_PROD=dseg.contiguous(), SEG_GRAD_STATE=XS,
+             T=T, NB=NB, NS=NS, SB=SB, HK=HK, D=D, BT=BT, DR=DR, PREC=bprec)
         dka_c = torch.empty(B, T, HK, D, **f32)
         dtw_c = torch.empty(B, T, HK, D, **f32)
         dw_c = torch.empty(B, T, HK, D, **f32)
-        _run(kern._seg_grad_kernel, (NB, B * HK),
-             (wf, TW, dks, RS, XS, dka_c, dtw_c, dw_c, T, NB),
-             dict(HK=HK, D=D, BT=BT, DC=DR, PREC=bprec, num_warps=aux["seg"], num_stages=1))
+        _run(kern._seg_grad_kernel, (NB, B * HK), cfg.warps.seg,
+             W=wf, UT_TW=TW, DK_SEG_END=dks, SUFFIX_R=RS, SEG_GRAD_STATE=XS,
+             DK_BLOCK_END_SEG=dka_c, DUT_TW_SEG=dtw_c, DW_SEG=dw_c, T=T, NB=NB,
+             HK=HK, D=D, BT=BT, DC=DR, PREC=bprec)
         del XS
     else:
         dka_c = dtw_c = dw_c = dka  # not read (SEGS=False)
     dk_out = torch.empty_like(k)
     dw_out = torch.empty(B, T, HK, D, **f32)
     db_out = torch.empty(B, T, HK, **f32)
-    _run(kern._bwd_block_kernel, (NB, B * HK),
-         (k, wf, bf, TW, TM, MM, NM, dka_c, dtw_c, dw_c, dka, dk, dw, dt, dtwq, dk_out, dw_out, db_out, T, NB, grp),
-         dict(HQ=HQ, HK=HK, D=D, BT=BT, DC=_block_cols(D), PREC=bprec, SEGS=NS > 1,
-              num_warps=aux["block"], num_stages=1))
+    _run(kern._bwd_block_kernel, (NB, B * HK), cfg.warps.block,
+         K=k, W=wf, BETA=bf, UT_TW=TW, UT_T=TM, UT_M=MM, UT_N=NM,
+         DK_BLOCK_END_SEG=dka_c, DUT_TW_SEG=dtw_c, DW_SEG=dw_c, DK_BLOCK_END=dka, DK=dk, DW=dw, DUT_T=dt,
+         DUT_TW=dtwq, OUT_DK=dk_out, OUT_DW=dw_out, OUT_DBETA=db_out, T=T, NB=NB, GROUP=grp,
+         HQ=HQ, HK=HK, D=D, BT=BT, DC=cfg.block_cols, PREC=bprec, SEGS=NS > 1)
     dG = dg.transpose(1, 2) if has_g else None
     return dq, dk_out, dv.to(v.dtype), dw_out, db_out, dG
 
+
+# ----------------------------------------------------------------------------------------------
+# the out-of-resources fallback and the autograd Function (padded inputs)
+# ----------------------------------------------------------------------------------------------
 
 def _is_oor(e: Exception) -> bool:
     import triton
     return isinstance(e, triton.runtime.errors.OutOfResources)
 
 
-def _next_config(q, BT, SB):
-    """After an out-of-resources error at (BT, SB): half the block length down to 16, then a single
-    segment (no ``D x D`` segment products in the kernels: less shared memory, less parallelism).
-    Remembered per device/dtype/D. Returns None when nothing smaller is left."""
+def _next_config(q, cfg: KernelConfig) -> Optional[KernelConfig]:
+    """After an out-of-resources error at ``cfg``: half the block length down to 16, then a single
+    segment (no ``D x D`` segment products in the kernels: less shared memory, less parallelism),
+    recorded in the fallback state (:class:`FallbackState`) for later calls on this device, dtype and
+    head dim; the rest of the configuration is rebuilt by :func:`kernel_config` for the new blocks.
+    Returns None when nothing smaller is left."""
     T, D = q.shape[1], q.shape[-1]
     key = (str(q.device), q.dtype, D)
+    BT, SB = cfg.block, cfg.seg_blocks
     if BT > 16:
-        _MAX_BT[key] = BT // 2
-        return BT // 2, _segments(T // (BT // 2), BT // 2, D)
-    if -(-(T // BT) // SB) > 1:
-        _ONE_SEGMENT.add(key)
-        return BT, max(1, T // BT)
-    return None
+        _FALLBACK.max_block[key] = BT // 2
+        BT, SB = BT // 2, _segments(T // (BT // 2), BT // 2, D)
+    elif cfg.n_segments > 1:
+        _FALLBACK.one_segment.add(key)
+        SB = max(1, T // BT)
+    else:
+        return None
+    nxt = kernel_config(q.device, q.dtype, D, T, cfg.forward_only, block_size=BT, seg_blocks=SB)
+    return dataclasses.replace(nxt, notes=nxt.notes + (f"out-of-resources retry after BT = {cfg.block}, "
+                                                       f"SB = {cfg.seg_blocks}",))
 
 
 def _no_fit(q, e):
@@ -599,49 +916,49 @@ def _no_fit(q, e):
                         f"16-token blocks and one segment ({e}); use float16 or a smaller head dim here")
 
 
-def _retry_smaller(q, BT, SB, attempt):
-    """Run ``attempt(BT, SB)``; if a kernel does not fit the device's shared memory (an
-    ``OutOfResources`` at launch), retry with the next smaller configuration. Returns
-    ``(result, BT, SB)`` with the configuration that ran."""
+def _retry_smaller(q, cfg: KernelConfig, attempt):
+    """Run ``attempt(cfg)``; if a kernel does not fit the device's shared memory (an ``OutOfResources``
+    at launch), retry with the next smaller configuration. Returns ``(result, configuration that ran)``."""
     while True:
         try:
-            return attempt(BT, SB), BT, SB
+            return attempt(cfg), cfg
         except Exception as e:
             if not _is_oor(e):
                 raise
-            nxt = _next_config(q, BT, SB)
+            nxt = _next_config(q, cfg)
             if nxt is None:
                 raise _no_fit(q, e) from e
-            BT, SB = nxt
+            cfg = nxt
 
 
 class _PathAttnFn(torch.autograd.Function):
-    """Autograd wrapper over padded inputs (T a multiple of BT). If a kernel does not fit the device's
-    shared memory (an ``OutOfResources`` at launch, before any work), the block length is halved and the
-    pass redone (the backward then recomputes the forward factors at the smaller block length)."""
+    """Autograd wrapper over padded inputs (T a multiple of the block length). If a kernel does not fit
+    the device's shared memory (an ``OutOfResources`` at launch, before any work), the block length is
+    halved and the pass redone (the backward then recomputes the forward factors at the smaller block
+    length)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, w, beta, G, scale, BT, SB, warps):
-        (o, saved), BT, SB = _retry_smaller(
-            q, BT, SB, lambda bt, sb: _forward_impl(q, k, v, w, beta, G, scale, bt, sb, warps))
+    def forward(ctx, q, k, v, w, beta, G, scale, cfg):
+        (o, saved), cfg = _retry_smaller(q, cfg, lambda c: _forward_impl(q, k, v, w, beta, G, scale, c))
         ctx.save_for_backward(*saved)
-        ctx.cfg = (scale, BT, SB, warps, G is not None)
+        ctx.cfg = (scale, cfg, G is not None)
         return o
 
     @staticmethod
     def backward(ctx, do):
         saved = ctx.saved_tensors
-        scale, BT, SB, warps, has_g = ctx.cfg
+        scale, cfg, has_g = ctx.cfg
         q, k, v, wf, bf, Gh = saved[:6]
-        def attempt(bt, sb):
-            cur = saved
-            if (bt, sb) != (BT, SB):  # a smaller block: recompute the forward factors at its size
-                G = Gh.transpose(1, 2) if has_g else None
-                cur = _forward_impl(q, k, v, wf, bf, G, scale, bt, sb, warps)[1]
-            return _backward_impl(cur, do, scale, bt, sb, warps, has_g)
 
-        grads, _, _ = _retry_smaller(q, BT, SB, attempt)
-        return (*grads, None, None, None, None)
+        def attempt(c):
+            cur = saved
+            if (c.block, c.seg_blocks) != (cfg.block, cfg.seg_blocks):  # smaller: recompute the factors
+                G = Gh.transpose(1, 2) if has_g else None
+                cur = _forward_impl(q, k, v, wf, bf, G, scale, c)[1]
+            return _backward_impl(cur, do, scale, c, has_g)
+
+        grads, _ = _retry_smaller(q, cfg, attempt)
+        return (*grads, None, None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -722,14 +1039,15 @@ def _pad_head_dim(q) -> bool:
     illegal memory access on an H200 (sweep v2; located in v3 with ``PATH_KERNELS_SYNC=1``), while the
     kernels at D = 64 / 128 run clean and every access of the D = 32 kernels is in bounds under the
     interpreter's bounds checker (``tests/kernel_bounds.py``): a compiler-side fault (cf.
-    triton-lang/triton#11366, an IMA on sm_90 for BLOCK_D = 32 with num_warps = 4 and several dots). Zero dims change nothing: ``q.k``, ``w``'s
-    unit norm and the transforms act on the first 32 dims only, ``v``'s extra dims give zero outputs.
+    triton-lang/triton#11366, an IMA on sm_90 for BLOCK_D = 32 with num_warps = 4 and several dots).
+    Zero dims change nothing: ``q.k``, ``w``'s unit norm and the transforms act on the first 32 dims
+    only, ``v``'s extra dims give zero outputs.
     ``PATH_KERNELS_PAD_D32=0`` / ``1`` forces it off / on (diagnosis, CPU tests)."""
     if q.shape[-1] != 32:
         return False
-    env = os.environ.get("PATH_KERNELS_PAD_D32", "")
-    if env != "":
-        return env != "0"
+    env = env_overrides().pad_d32
+    if env is not None:
+        return env
     return q.device.type == "cuda" and torch.cuda.get_device_capability(q.device)[0] == 9
 
 
@@ -749,13 +1067,15 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
         block_size, seg_blocks: override the block length and the blocks per segment (tests). Without
             them, a call that records no gradient (``torch.no_grad()``, inference) may use longer
             segments than one that does (``_FWD_ONLY_SEG_BLOCKS``): the same result, a faster forward.
+            The whole launch configuration is ``kernel_config(q.device, q.dtype, D, T, forward_only,
+            block_size=..., seg_blocks=...)`` (head dim 32 on Hopper: ``D = 64``, see ``_pad_head_dim``).
     Returns:
         ``[B, T, Hq, D]`` in q's dtype.
     """
     B, T, Hq, Hk, D, scale = _validate(q, k, v, w, beta, g, scale, check_values)
     if T == 0:
         return q.new_zeros(B, 0, Hq, D)
-    # no gradient will be asked for: the segment length may suit the forward alone (_config)
+    # no gradient will be asked for: the segment length may suit the forward alone (kernel_config)
     fwd_only = not (torch.is_grad_enabled() and any(x is not None and x.requires_grad
                                                     for x in (q, k, v, w, beta, g)))
     if _pad_head_dim(q):  # D = 32 as D = 64 (see _pad_head_dim); scale stays 32 ** -0.5
@@ -767,8 +1087,8 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
         cs = _check_cu_seqlens(cu_seqlens, B, T, q.device)
         lens = (cs[1:] - cs[:-1]).tolist()
         Tmax = max(max(lens), 1)
-        BT, SB, warps = _config(D, Tmax, q.dtype, q.device, block_size, seg_blocks, fwd_only)
-        Tp = -(-Tmax // BT) * BT
+        cfg = kernel_config(q.device, q.dtype, D, Tmax, fwd_only, block_size=block_size, seg_blocks=seg_blocks)
+        Tp = cfg.n_blocks * cfg.block
         Nseq = len(lens)
         # gather index into [N, Tp]: packed row, or T (a zero row appended) for padding
         idx = torch.full((Nseq, Tp), T, dtype=torch.long)
@@ -781,18 +1101,18 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
             return ext[idx].contiguous()
         qp, kp, vp, wp, bp = pack(q), pack(k), pack(v), pack(w), pack(beta)
         Gp = _gate_cumsum(pack(g)) if g is not None else None
-        op = _PathAttnFn.apply(qp, kp, vp, wp, bp, Gp, scale, BT, SB, warps)
+        op = _PathAttnFn.apply(qp, kp, vp, wp, bp, Gp, scale, cfg)
         valid = (idx < T).reshape(-1)
         return op.reshape(Nseq * Tp, Hq, D)[valid].unsqueeze(0)
-    BT, SB, warps = _config(D, T, q.dtype, q.device, block_size, seg_blocks, fwd_only)
-    Tp = -(-T // BT) * BT
+    cfg = kernel_config(q.device, q.dtype, D, T, fwd_only, block_size=block_size, seg_blocks=seg_blocks)
+    Tp = cfg.n_blocks * cfg.block
     G = _gate_cumsum(g) if g is not None else None
     args = [_pad_time(x, Tp) for x in (q, k, v, w, beta)]
     Gp = _pad_time(G, Tp) if G is not None else None
     if G is not None and Tp > T:  # keep the padded tail's G finite (it only meets padded rows)
         Gp = Gp.clone()
         Gp[:, T:] = G[:, T - 1:T]
-    o = _PathAttnFn.apply(*args, Gp, scale, BT, SB, warps)
+    o = _PathAttnFn.apply(*args, Gp, scale, cfg)
     return o[:, :T] if Tp > T else o
 
 
@@ -848,17 +1168,16 @@ def _keys_to_end_triton(k, w, beta):
     """``transform_keys_to_end`` on the forward's kernels: ``_precompute`` (at least two segments, so
     that it moves the keys to their segment's end), then each segment's keys times its suffix chain."""
     B, T, H, D = k.shape
-    BT, _, warps = _config(D, T, k.dtype, k.device, None, None)
-    Tp = -(-T // BT) * BT
-    NB = Tp // BT
+    BT = kernel_config(k.device, k.dtype, D, T).block
+    NB = -(-T // BT)
+    Tp = NB * BT
     kp = _pad_time(k, Tp)
     wf, bf = _pad_time(w.float(), Tp), _pad_time(beta.float(), Tp)
     if NB == 1:  # one block: its keys at the block's end are at the sequence's end
         SB = 1
     else:
         SB = min(_segments(NB, BT, D), -(-NB // 2))
-    _, _, PREC, cdt = _dtypes(k)
-    pre = _precompute(kp, wf, bf, BT, SB, cdt, _block_prec(k), _fp32_prec(k), _aux_warps(k, warps))
+    pre = _precompute(kp, wf, bf, kernel_config(k.device, k.dtype, D, T, block_size=BT, seg_blocks=SB))
     if NB == 1:
         return pre["KA"][:, :T].to(k.dtype)
     suf = _suffix_chain(pre["SEG"])

@@ -292,24 +292,26 @@ def path_config(rec: Optional[dict], D: int, T: int, mode: str) -> Tuple[int, in
     """(block length, blocks per segment) of this book's kernels at (D, T, mode).
 
     From the record's ``config`` of its ``ours_path`` (or ``ours_pathfox``) row, else what
-    ``kernels.blocking`` picks on an H200. For ``fwd`` (a call that records no gradient) the launcher's
-    rule for such calls is applied on top (``kernels._path._FWD_ONLY_SEG_BLOCKS``: at least that many
-    blocks per segment with 16-bit inputs at block 64), since a record may give the configuration of a
-    call with gradients."""
+    ``kernels.blocking`` picks on an H200. A record's ``config`` is the whole ``kernels.KernelConfig``
+    (``as_dict``, with ``forward_only``) from v17 on; older ones hold only ``block`` and ``seg_blocks``,
+    and may give a ``fwd`` row the configuration of a call with gradients: for those the launcher's rule
+    for calls that record no gradient is applied on top (``kernels.kernel_config(..., forward_only=True)``:
+    at least ``_FWD_ONLY_SEG_BLOCKS`` blocks per segment with 16-bit inputs at block 64)."""
+    import torch
     import kernels
-    from kernels._path import _FWD_ONLY_SEG_BLOCKS
 
     found = None
     for method in ("ours_path", "ours_pathfox"):
         cfg = (lookup(rec, D, T, method, mode) or {}).get("config")
         if isinstance(cfg, dict) and cfg.get("block") and cfg.get("seg_blocks"):
-            found = int(cfg["block"]), int(cfg["seg_blocks"])
+            found = int(cfg["block"]), int(cfg["seg_blocks"]), "forward_only" in cfg
             break
     if found is None:
         return kernels.blocking(T, D, forward_only=mode == "fwd")
-    bt, sb = found
-    if mode == "fwd" and bt == 64:
-        sb = max(sb, min(-(-T // bt), _FWD_ONLY_SEG_BLOCKS.get(D, 0)))
+    bt, sb, full = found
+    if mode == "fwd" and not full:
+        rule = kernels.kernel_config(kernels.H200, torch.bfloat16, D, T, forward_only=True, block_size=bt)
+        sb = max(sb, rule.seg_blocks)
     return bt, sb
 
 
@@ -672,18 +674,19 @@ def compile_table(summary: List[dict], smem_bytes: int = T4["smem_bytes"]) -> st
 def launcher_config(summary: List[dict], D: int, dtype: str, smem_bytes: int = T4["smem_bytes"]) -> dict:
     """What the kernels' launcher runs on a GPU with ``smem_bytes`` of shared memory per program, replayed
     against the compile reports (:func:`compile_summary`): the first block length from the launcher's
-    table (``kernels._path._config``), halved down to 16 while a kernel does not fit, then one segment.
+    table (``kernels.kernel_config`` for a device with that much shared memory), halved down to 16
+    while a kernel does not fit, then one segment.
 
     Returns ``{"BT", "one_segment", "fits", "why"}``; ``fits`` is None when a needed configuration was not
     compiled (nothing is claimed then).
     """
-    from kernels._path import _SMEM_FP32_BT32, _SMEM_HALF_BT64
+    import torch
+    import kernels
 
-    if dtype == "fp32":
-        BT = 32 if smem_bytes >= _SMEM_FP32_BT32[D] else 16
-    else:
-        need = _SMEM_HALF_BT64[D]
-        BT = 64 if smem_bytes >= need else (32 if smem_bytes >= need // 2 else 16)
+    # the block length depends on the shared memory only (a described device: no fallback state applies)
+    device = kernels.DeviceInfo("cuda", (8, 0), smem_bytes, f"{smem_bytes} B of shared memory")
+    torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    BT = kernels.kernel_config(device, torch_dtype, D, 1024).block
     steps = []
     while True:
         seg = [s for s in summary if (s["dtype"], s["D"], s["BT"], s["one_segment"]) == (dtype, D, BT, False)]

@@ -1,7 +1,8 @@
 """Cases for the Triton kernels under the Triton interpreter (TRITON_INTERPRET=1) on the CPU, float32.
 
-Run by ``tests/test_kernels_interpret.py`` in a subprocess with ``TRITON_INTERPRET=1`` (or directly:
-``TRITON_INTERPRET=1 pytest tests/test_kernels_interpret_cases.py``); skipped otherwise.
+Run by ``tests/test_kernels_interpret.py``, one pytest item per case there (so that ``pytest -n 2``
+spreads them), each case run in a worker process that has ``TRITON_INTERPRET=1``; or directly:
+``TRITON_INTERPRET=1 pytest tests/test_kernels_interpret_cases.py``. Skipped otherwise.
 
 Forward and every gradient (q, k, v, w, beta, g) against the float64 UT all-pairs reference
 (``path_lib.attention.path_attention(..., impl="parallel")``) on tiny shapes with a small block length
@@ -22,7 +23,10 @@ import torch
 import torch.nn.functional as F
 
 pytest.importorskip("triton")
-if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+# tests/test_kernels_interpret.py imports this module under CASE_LIST_MODULE, without the interpreter, only
+# to read the test functions and their parameters (it runs them elsewhere)
+CASE_LIST_MODULE = "kernels_interpret_case_list"
+if os.environ.get("TRITON_INTERPRET", "0") in ("", "0") and __name__ != CASE_LIST_MODULE:
     pytest.skip("run with TRITON_INTERPRET=1 (tests/test_kernels_interpret.py does)", allow_module_level=True)
 
 from path_lib.attention import path_attention as ref_attention  # noqa: E402
@@ -99,7 +103,8 @@ def test_gradients_with_row_and_column_splits(split, monkeypatch):
         monkeypatch.setattr(kp, "_BLOCK_COLS", {32: 16})
     if split in ("diag_cols", "all"):
         monkeypatch.setattr(kp, "_DIAG_COLS", {32: 16})
-    assert (kp._seg_split(32), kp._block_cols(32), kp._diag_cols(32)) == (
+    cfg = kp.kernel_config("cpu", torch.float32, 32, 90, block_size=16, seg_blocks=2)
+    assert (cfg.seg_split, cfg.block_cols, cfg.diag_cols) == (
         {"seg_split": (16, 32, 32), "block_cols": (32, 16, 32), "diag_cols": (32, 32, 16),
          "all": (16, 16, 16)}[split])
     _check_against_reference(1, 90, 4, 2, 32, True, 16, 2, seed=77)
@@ -114,7 +119,8 @@ def test_gradients_with_two_blocks_of_keys_per_program(T, seg, monkeypatch):
     from kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "key_rows=32")
     monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
-    assert kp._key_rows(32, 16, seg, 10, half=False) == (32 if seg % 2 == 0 else 16)
+    assert kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg).key_rows == (
+        32 if seg % 2 == 0 else 16)
     _check_against_reference(1, T, 4, 2, 32, True, 16, seg, seed=91 + seg)
 
 
@@ -143,7 +149,8 @@ def test_forward_with_earlier_segments_in_a_second_kernel(T, seg, gate, monkeypa
     program, from the partial results. BT = 16, 32 rows; segments of 3 fall back to the one kernel."""
     from kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "fwd_rows=32")
-    assert kp._fwd_rows(32, 16, seg, -(-T // 16), half=False) == (32 if seg % 2 == 0 else 16)
+    cfg = kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg)
+    assert cfg.fwd_rows == (32 if seg % 2 == 0 else 16) and cfg.fwd_split == (seg % 2 == 0)
     launched = []
     real = kp._launch
     monkeypatch.setattr(kp, "_launch", lambda kernel, *a, **kw: (launched.append(kernel.fn.__name__),
@@ -160,18 +167,24 @@ def test_gradients_with_two_blocks_of_queries_per_program(T, seg, monkeypatch):
     from kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "query_rows=32")
     monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
-    assert kp._query_rows(32, 16, seg, 10, half=False) == (32 if seg % 2 == 0 else 16)
+    assert kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg).query_rows == (
+        32 if seg % 2 == 0 else 16)
     _check_against_reference(1, T, 4, 2, 32, True, 16, seg, seed=97 + seg)
 
 
 def test_split_override_is_parsed_and_checked(monkeypatch):
     from kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64")
-    assert kp._seg_split(128) == 16 and kp._block_cols(128) == 64 and kp._block_cols(32) == 32
+    cfg128 = kp.kernel_config("cpu", torch.float32, 128, 64)
+    assert cfg128.seg_split == 16 and cfg128.block_cols == 64
+    assert kp.kernel_config("cpu", torch.float32, 32, 64).block_cols == 32
     for bad in ("seg_split", "rows=16", "seg_split=24"):
         monkeypatch.setenv("PATH_KERNELS_SPLIT", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_SPLIT"):
-            kp._seg_split(64)
+            kp.kernel_config("cpu", torch.float32, 64, 64)
+        q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=5)
+        with pytest.raises(ValueError, match="PATH_KERNELS_SPLIT"):
+            kp.path_attention(q, k, v, w, beta, g)
 
 
 def test_single_segment_skips_the_segment_kernels(monkeypatch):
@@ -306,25 +319,26 @@ def test_out_of_shared_memory_falls_back_to_smaller_blocks(monkeypatch):
     real_fwd, real_bwd = kp._forward_impl, kp._backward_impl
     seen = []
 
-    def fwd(q, k, v, w, beta, G, scale, BT, SB, warps):
-        seen.append(("fwd", BT))
-        if BT > 32:
+    def fwd(q, k, v, w, beta, G, scale, cfg):
+        seen.append(("fwd", cfg.block))
+        if cfg.block > 32:
             raise triton.runtime.errors.OutOfResources(300000, 232448, "shared memory")
-        return real_fwd(q, k, v, w, beta, G, scale, BT, SB, warps)
+        return real_fwd(q, k, v, w, beta, G, scale, cfg)
 
-    def bwd(saved, do, scale, BT, SB, warps, has_g):
-        seen.append(("bwd", BT))
-        if BT > 16:
+    def bwd(saved, do, scale, cfg, has_g):
+        seen.append(("bwd", cfg.block))
+        if cfg.block > 16:
             raise triton.runtime.errors.OutOfResources(300000, 232448, "shared memory")
-        return real_bwd(saved, do, scale, BT, SB, warps, has_g)
+        return real_bwd(saved, do, scale, cfg, has_g)
 
     monkeypatch.setattr(kp, "_forward_impl", fwd)
     monkeypatch.setattr(kp, "_backward_impl", bwd)
-    monkeypatch.setattr(kp, "_MAX_BT", {})
-    monkeypatch.setattr(kp, "_ONE_SEGMENT", set())
+    monkeypatch.setattr(kp, "_FALLBACK", kp.FallbackState())
     _check_against_reference(1, 70, 2, 1, 32, True, 64, None, seed=12)
     assert seen[:2] == [("fwd", 64), ("fwd", 32)]
     assert ("bwd", 32) in seen and ("fwd", 16) in seen and seen[-1] == ("bwd", 16)
+    # remembered in the one fallback state (consulted by kernel_config on CUDA devices)
+    assert kp.fallback_state().max_block == {("cpu", torch.float32, 32): 16}
 
 
 def test_out_of_shared_memory_at_16_uses_one_segment(monkeypatch):
@@ -335,18 +349,21 @@ def test_out_of_shared_memory_at_16_uses_one_segment(monkeypatch):
     real_bwd = kp._backward_impl
     seen = []
 
-    def bwd(saved, do, scale, BT, SB, warps, has_g):
-        NS = -(-(saved[0].shape[1] // BT) // SB)
-        seen.append((BT, NS))
+    def bwd(saved, do, scale, cfg, has_g):
+        NS = -(-(saved[0].shape[1] // cfg.block) // cfg.seg_blocks)
+        assert NS == cfg.n_segments
+        seen.append((cfg.block, NS))
         if NS > 1:
             raise triton.runtime.errors.OutOfResources(99328, 65536, "shared memory")
-        return real_bwd(saved, do, scale, BT, SB, warps, has_g)
+        return real_bwd(saved, do, scale, cfg, has_g)
 
     monkeypatch.setattr(kp, "_backward_impl", bwd)
-    monkeypatch.setattr(kp, "_MAX_BT", {})
-    monkeypatch.setattr(kp, "_ONE_SEGMENT", set())
+    monkeypatch.setattr(kp, "_FALLBACK", kp.FallbackState())
     _check_against_reference(1, 70, 2, 1, 32, True, 16, 2, seed=13)
     assert seen[0][1] > 1 and seen[-1] == (16, 1)
+    # remembered: a later call on this device, dtype and head dim runs one segment unless told otherwise
+    assert kp.fallback_state().one_segment == {("cpu", torch.float32, 32)}
+    assert kp.kernel_config("cpu", torch.float32, 32, 70, block_size=16).n_segments == 1
 
     def always(*a, **k):
         raise triton.runtime.errors.OutOfResources(99328, 65536, "shared memory")
@@ -430,7 +447,7 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
     """The prep kernel's blocked UT inverse N = (I + A)^-1 (16 x 16 diagonal blocks by forward
     substitution, merged by matmuls) against a float64 inverse, on inputs that make N large: nearly
     parallel directions (|w_i . w_j| ~ 1) and beta = 2 (reflections)."""
-    from kernels._path import _aux_warps, _dtypes, _precompute
+    from kernels._path import _precompute, kernel_config
     gen = torch.Generator().manual_seed(100 + BT)
     B, T, H, D = 1, 2 * BT, 2, 32
     k = torch.randn(B, T, H, D, generator=gen)
@@ -442,8 +459,9 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
         beta = torch.full((B, T, H), 2.0)
         beta.view(-1)[::3] = 1.999
     w = F.normalize(w, dim=-1)
-    CDT, TDT, PREC, cdt = _dtypes(k)
-    pre = _precompute(k, w.contiguous(), beta.contiguous(), BT, 2, cdt, "ieee", "ieee", _aux_warps(k, 4))
+    cfg = kernel_config(k.device, k.dtype, D, T, block_size=BT, seg_blocks=2)
+    assert (cfg.block_precision, cfg.solve_precision, cfg.warps.ut) == ("ieee", "ieee", 4)
+    pre = _precompute(k, w.contiguous(), beta.contiguous(), cfg)
     Wb = w.double().view(B, T // BT, BT, H, D).permute(0, 3, 1, 2, 4)
     bb = beta.double().view(B, T // BT, BT, H).permute(0, 3, 1, 2)
     A = torch.tril(bb[..., :, None] * (Wb @ Wb.transpose(-1, -2)), -1)
@@ -459,7 +477,7 @@ def test_prep_variants_script_launches_the_shipped_kernels():
     several warp counts; its launches must reproduce what the library computes (_precompute)."""
     import importlib.util
     from pathlib import Path
-    from kernels._path import _aux_warps, _precompute
+    from kernels._path import _precompute, kernel_config
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "prep_variants.py"
     spec = importlib.util.spec_from_file_location("prep_variants", path)
     pv = importlib.util.module_from_spec(spec)
@@ -468,7 +486,7 @@ def test_prep_variants_script_launches_the_shipped_kernels():
     o = pv.outputs(k, 16, SB=2)
     for kernel in ("ut", "prep", "seg"):
         pv.launch(kernel, k, w, beta, o, 16, "ieee", 4, SB=2)
-    ref = _precompute(k, w, beta, 16, 2, torch.float32, "ieee", "ieee", _aux_warps(k, 4))
+    ref = _precompute(k, w, beta, kernel_config(k.device, k.dtype, 32, 64, block_size=16, seg_blocks=2))
     for name in ("TW", "KA", "TM", "MM", "NM", "KS", "RS", "SEG"):
         assert torch.equal(o[name], ref[name]), name
 
@@ -482,62 +500,65 @@ def test_pair_kernel_matches_the_torch_products():
     B, H, NS, D = 1, 2, 5, 32
     seg = torch.randn(B, H, NS, D, D, generator=gen) / D ** 0.5 + torch.eye(D)
     om = torch.full((B, H, NS * (NS - 1) // 2, D, D), float("nan"))
-    K._pair_kernel[(NS - 1, B * H)](seg, om, NS, HK=H, D=D, PREC="ieee", num_warps=4)
+    K._pair_kernel[(NS - 1, B * H)](SEG_PROD=seg, PAIR_PROD=om, NS=NS, HK=H, D=D, PREC="ieee", num_warps=4)
     _close(om, _pair_products(seg.double()), rtol=1e-5, name="Om")
 
 
 def test_stage_override_is_parsed_and_checked(monkeypatch):
     """PATH_KERNELS_STAGES (for tuning runs) sets the pipelining depth of the attention loops; the
     interpreter's default is 1; a malformed value is a ValueError that names the variable."""
-    from kernels._path import _stages
-    q = torch.zeros(1, 16, 2, 64)
+    from kernels._path import kernel_config
+    stages = lambda: kernel_config("cpu", torch.float32, 64, 16).stages  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_STAGES", raising=False)
-    assert _stages(q, "fwd") == 1
+    assert stages().fwd == 1
     monkeypatch.setenv("PATH_KERNELS_STAGES", "fwd=3, inter_kv=2")
-    assert (_stages(q, "fwd"), _stages(q, "inter_kv"), _stages(q, "inter_q")) == (3, 2, 1)
+    assert (stages().fwd, stages().inter_kv, stages().inter_q) == (3, 2, 1)
     for bad in ("intra=2", "fwd=5", "fwd"):
         monkeypatch.setenv("PATH_KERNELS_STAGES", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_STAGES"):
-            _stages(q, "fwd")
+            stages()
 
 
 def test_warp_override_is_parsed_and_checked(monkeypatch):
-    """PATH_KERNELS_WARPS (for tuning runs) sets the warps of every kernel but the delta kernel (the
-    attention kernels default to ``_config``'s warps); a malformed value is a ValueError that names the
-    variable, not a silent default."""
-    from kernels._path import _aux_warps
-    q = torch.zeros(1, 16, 2, 64)
+    """PATH_KERNELS_WARPS (for tuning runs) sets the warps of every kernel but the delta kernel (under the
+    interpreter every kernel defaults to ``4 if D <= 64 else 8``); a malformed value is a ValueError that
+    names the variable, not a silent default."""
+    import dataclasses
+    from kernels._path import kernel_config
+    warps = lambda D=64: kernel_config("cpu", torch.float32, D, 16).warps  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
-    w = _aux_warps(q, 2)
-    assert set(w) == {"ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q",
-                      "inter_kv"}
-    assert (w["fwd"], w["fwd_inter"], w["inter_q"], w["inter_kv"], w["seg_bwd"]) == (2, 2, 2, 2, 2)
+    w = warps()
+    assert [f.name for f in dataclasses.fields(w)] == ["ut", "prep", "block", "intra", "diag", "seg", "seg_bwd",
+                                                       "fwd", "fwd_inter", "inter_q", "inter_kv", "delta"]
+    assert {getattr(w, f.name) for f in dataclasses.fields(w)} == {4}
+    assert {getattr(warps(128), f.name) for f in dataclasses.fields(w)} == {4, 8} and warps(128).delta == 4
     monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8, seg_bwd=4")
-    w = _aux_warps(q, 4)
-    assert (w["ut"], w["intra"], w["prep"], w["inter_kv"], w["fwd"], w["seg_bwd"], w["seg"]) == (8, 2, 4, 8, 4, 4, 4)
+    w = warps()
+    assert (w.ut, w.intra, w.prep, w.inter_kv, w.fwd, w.seg_bwd, w.seg, w.diag) == (8, 2, 4, 8, 4, 4, 4, 4)
     for bad in ("delta=4", "ut=3", "ut"):
         monkeypatch.setenv("PATH_KERNELS_WARPS", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_WARPS"):
-            _aux_warps(q, 4)
+            warps()
 
 
 def test_forward_only_calls_may_use_longer_segments(monkeypatch):
     """Without gradients the segment length suits the forward alone (v10: 16 blocks at least for
     half-precision inputs at D = 128 and BT = 64, ``_FWD_ONLY_SEG_BLOCKS``); float32, other head dims
-    and an explicit ``seg_blocks`` keep theirs. The launcher tells ``_config`` whether a gradient is
-    being recorded."""
+    and an explicit ``seg_blocks`` keep theirs. The launcher tells ``kernel_config`` whether a gradient
+    is being recorded."""
     import kernels
     from kernels import _path as kp
     cpu, bf16 = torch.device("cpu"), torch.bfloat16
-    sb = lambda D, T, dtype, fo, seg=None: kp._config(D, T, dtype, cpu, None, seg, fo)[1]  # noqa: E731
+    def sb(D, T, dtype, fo, seg=None):
+        return kp.kernel_config(cpu, dtype, D, T, fo, seg_blocks=seg).seg_blocks
     assert [sb(128, T, bf16, False) for T in (1024, 4096, 16384)] == [4, 8, 16]
     assert [sb(128, T, bf16, True) for T in (1024, 4096, 16384, 640)] == [16, 16, 16, 10]
     assert sb(64, 1024, bf16, True) == sb(64, 1024, bf16, False)
     assert sb(128, 1024, torch.float32, True) == sb(128, 1024, torch.float32, False)
     assert sb(128, 1024, bf16, True, seg=2) == 2
     seen = []
-    real = kp._config
-    monkeypatch.setattr(kp, "_config", lambda *a, **kw: seen.append(a[-1]) or real(*a, **kw))
+    real = kp.kernel_config
+    monkeypatch.setattr(kp, "kernel_config", lambda *a, **kw: seen.append(a[4]) or real(*a, **kw))
     q, k, v, w, beta, g = _inputs(1, 20, 2, 2, 32, True, seed=5)
     with torch.no_grad():
         o_inf = kernels.path_attention(q, k, v, w, beta, g, block_size=16)
