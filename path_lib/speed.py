@@ -130,6 +130,16 @@ def normalize_bench(rec: Optional[dict]) -> Optional[dict]:
     out["has_default_sdpa"] = any(r["method"] == "sdpa" for r in out["rows"])
     if schema != 1 and not out["has_default_sdpa"]:
         notes.append("The record has no rows for PyTorch's default SDPA dispatch.")
+    timed = out.get("kernel_code_sha256")
+    try:
+        import kernels
+        verified, equivalent = kernels._VERIFIED_CODE_SHA256, kernels.TIMING_EQUIVALENT
+    except ImportError:         # the kernels package is not importable here: nothing to compare with
+        verified, equivalent = timed, {}
+    if timed is not None and timed != verified:
+        notes.append(f"This record timed kernel code {timed[:8]}, not the verified code here ({verified[:8]}): "
+                     + equivalent.get(timed, "no equivalence between the two is recorded, so these times are "
+                                             "not the current kernels'") + ".")
     out["notes"] = notes
     return out
 
