@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LATEST_BENCH = "bench_path.json"      # the current record (path_lib.notebook.RECORDS["bench"])
+LATEST_BENCH = "bench_path.json"      # the current record (path_lib.book.notebook.RECORDS["bench"])
 
 
 def test_verified_flag_names_a_complete_passing_sweep():
@@ -53,7 +53,7 @@ def test_the_gate_ignores_comments_and_docstrings_but_not_code():
 
 def test_auto_backend_is_blockwise_on_cpu():
     import torch
-    from path_lib.layers import PaTHAttention
+    from path_lib.nn.layers import PaTHAttention
     layer = PaTHAttention(64, 2, backend="auto")
     assert layer._resolve_backend(torch.zeros(1, 4, 2, 32)) == "blockwise"
 
@@ -135,7 +135,7 @@ def test_the_closest_cells_hold_in_every_round():
 
 
 def test_optional_result_loads_a_record_or_says_it_is_missing(capsys):
-    from path_lib.notebook import optional_result
+    from path_lib.book.notebook import optional_result
     rec = optional_result("benchmarks/results/" + LATEST_BENCH, "benchmark")
     assert rec is not None and "provenance" in rec and rec["rows"]
     assert optional_result("benchmarks/results/no_such_record.json", "profile") is None

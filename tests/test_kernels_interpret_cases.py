@@ -4,7 +4,7 @@ Run by ``tests/test_kernels_interpret.py`` in a subprocess with ``TRITON_INTERPR
 ``TRITON_INTERPRET=1 pytest tests/test_kernels_interpret_cases.py``); skipped otherwise.
 
 Forward and every gradient (q, k, v, w, beta, g) against the float64 UT all-pairs reference
-(``path_lib.attention.path_attention(..., impl="parallel")``) on tiny shapes with a small block length
+(``path_lib.reference.attention.path_attention(..., impl="parallel")``) on tiny shapes with a small block length
 (16) and small segments, so that a few dozen tokens exercise the diagonal block, the own-segment scan,
 the earlier-segment path, ragged last blocks and partial last segments. Also grouped-query heads,
 the gate, ``cu_seqlens``, ``transform_keys_to_end`` and the input checks.
@@ -25,7 +25,7 @@ pytest.importorskip("triton")
 if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
     pytest.skip("run with TRITON_INTERPRET=1 (tests/test_kernels_interpret.py does)", allow_module_level=True)
 
-from path_lib.attention import path_attention as ref_attention  # noqa: E402
+from path_lib.reference.attention import path_attention as ref_attention  # noqa: E402
 
 
 def _inputs(B, T, Hq, Hk, D, gate, seed, beta_mode="uniform"):
