@@ -51,6 +51,21 @@ def test_the_gate_ignores_comments_and_docstrings_but_not_code():
     assert kernels.code_text('s = "# not a comment"\n') == 's = "# not a comment"\n'
 
 
+def test_the_gate_maps_only_the_renamed_modules_import_lines():
+    """A module renamed since the sweep (path_lib._checks -> path_lib.validation) keeps the hash; the
+    imported names, any other use of the name, and every other line still count."""
+    import kernels
+    src = "from path_lib.validation import check_qkv, check_tensor\nx = 1\n"
+    assert kernels._sweep_spelling(src) == "from path_lib._checks import check_qkv, check_tensor\nx = 1\n"
+    assert kernels._sweep_spelling(src.replace("check_tensor", "check_int")) != kernels._sweep_spelling(src)
+    for other in ("import path_lib.validation as v\n", 'name = "from path_lib.validation import x"\n',
+                  "from path_lib.validation_extra import x\n"):
+        assert kernels._sweep_spelling(other) == other
+    # the mapping is in use: the kernels import the checks under their new name, never the old one
+    code = kernels.code_text((ROOT / "kernels" / "_path.py").read_text())
+    assert "from path_lib.validation import" in code and "path_lib._checks" not in code
+
+
 def test_auto_backend_is_blockwise_on_cpu():
     import torch
     from path_lib.nn.layers import PaTHAttention
@@ -79,7 +94,7 @@ def _code_sha256_at(commit):
         out = subprocess.run(["git", "show", f"{commit}:kernels/{name}"], cwd=ROOT, capture_output=True, text=True)
         if out.returncode:
             pytest.skip(f"git cannot show {commit}:kernels/{name} (no history in this checkout)")
-        h.update(f"{name}\n".encode() + kernels.code_text(out.stdout).encode())
+        h.update(f"{name}\n".encode() + kernels._sweep_spelling(kernels.code_text(out.stdout)).encode())
     return h.hexdigest()
 
 

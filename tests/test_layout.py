@@ -5,6 +5,8 @@
   extra), the library does not.
 * A private module (``path_lib.<...>._name``) is imported only from inside its own subpackage, by any
   code of the repository (library, kernels, tests, benchmarks, experiments, scripts, chapters).
+* Imports point down the layers: book -> experiments -> nn -> decoding / kernels -> reference / blockwise
+  -> validation (theory, like validation, imports nothing of path_lib).
 * No package attribute shadows a submodule (``path_lib.reference.householder`` is the module), no
   module is left at an old flat name, and pyproject lists every package and the ``book`` extra.
 """
@@ -165,6 +167,82 @@ def test_no_code_imports_a_private_path_lib_module_from_outside_its_subpackage()
         mod, pkg = module_name(p) if p.suffix == ".py" else (None, False)
         bad += [f"{p.relative_to(ROOT)}: {v}" for v in violations(src, mod, pkg, library=False)]
     assert not bad, "\n".join(bad)
+
+
+#: each part's layer: a module imports only parts of lower layers, its own part, or (reference and
+#: blockwise, one layer) the other part of its layer
+LAYERS = {"validation": 0, "theory": 0, "reference": 1, "blockwise": 1, "decoding": 2, "kernels": 2,
+          "nn": 3, "experiments": 4, "book": 5}
+
+
+def part(dotted: str) -> Optional[str]:
+    """``path_lib.nn.layers`` -> ``"nn"``, ``kernels._path`` -> ``"kernels"``, ``path_lib`` -> ``"path_lib"``."""
+    parts = dotted.split(".")
+    if parts[0] == "kernels":
+        return "kernels"
+    if parts[0] != "path_lib":
+        return None
+    return parts[1] if len(parts) > 1 else "path_lib"
+
+
+def layer_violations(source: str, module: str, is_package: bool) -> List[str]:
+    here = part(module)
+    out = []
+    for line, target in imported_modules(source, module, is_package):
+        there = part(target)
+        if there is None or there == here or here == "path_lib":          # the package's face imports anything
+            continue
+        if {here, there} == {"reference", "blockwise"}:                  # one layer (no cycle: see below)
+            continue
+        if there == "path_lib" or there not in LAYERS or LAYERS[there] >= LAYERS[here]:
+            out.append(f"line {line}: {module} ({here}) imports {target} ({there}), not a lower layer")
+    return out
+
+
+def test_the_layer_checker_finds_what_it_must():
+    assert layer_violations("from ..nn.model import TinyLM\n", "path_lib.reference.attention", False)
+    assert layer_violations("from ..book import viz\n", "path_lib.experiments.lm", False)
+    assert layer_violations("import path_lib\n", "path_lib.nn.layers", False)
+    assert layer_violations("from path_lib.decoding import PaTHCache\n", "kernels._path", False)
+    assert not layer_violations("from ..theory import costs\n", "path_lib.book.speed", False)
+    assert not layer_violations("from .householder import ut_transform\n", "path_lib.reference.attention", False)
+
+
+def test_imports_point_down_the_layers():
+    files = library_files() + [p for p in _files(".py") if p.relative_to(ROOT).parts[:2] == ("path_lib", "book")]
+    bad = []
+    for p in files:
+        mod, pkg = module_name(p)
+        bad += [f"{p.relative_to(ROOT)}: {v}" for v in layer_violations(p.read_text(), mod, pkg)]
+    assert not bad, "\n".join(bad)
+    assert {part(module_name(p)[0]) for p in files} - {"path_lib"} <= set(LAYERS), "a new part needs a layer"
+
+
+def test_no_import_cycle_between_modules():
+    """Between the library's modules (imports inside functions included): e.g. reference.attention imports
+    blockwise.mirror, which imports reference.householder, never reference.attention."""
+    files = library_files() + [p for p in _files(".py") if p.relative_to(ROOT).parts[:2] == ("path_lib", "book")]
+    graph = {}
+    for p in files:
+        mod, pkg = module_name(p)
+        graph[mod] = {t for _, t in imported_modules(p.read_text(), mod, pkg)
+                      if t != mod and _is_module(t) and not (ROOT.joinpath(*t.split(".")) / "__init__.py").is_file()}
+    state, cycles = {}, []
+
+    def visit(m, stack):
+        state[m] = "open"
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == "open":
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert len(graph) >= 30 and "path_lib.blockwise.mirror" in graph["path_lib.reference.attention"]
+    assert not cycles, "\n".join(cycles)
 
 
 # ----------------------------------------------------------------------------------------------
