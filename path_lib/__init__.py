@@ -14,7 +14,8 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
-    book -> experiments -> nn -> decoding -> blockwise / reference -> validation;  kernels -> validation
+    book -> experiments -> nn -> decoding, kernels -> reference / blockwise -> validation
+    (theory imports nothing of path_lib; reference.attention hands impl="blockwise" to blockwise.mirror)
 
 Nothing outside ``path_lib/book`` imports ``path_lib.book`` (its IPython / yaml / matplotlib needs are the
 ``book`` extra); tests/test_layout.py checks the rules.
