@@ -32,7 +32,7 @@ env: $(ENV_STAMP)
 $(ENV_STAMP): FORCE
 	@scripts/setup_env.sh
 
-# Notebooks run with PATH_BOOK_STATIC=1 (path_lib.widgets then emits self-contained HTML
+# Notebooks run with PATH_BOOK_STATIC=1 (path_lib.book.widgets then emits self-contained HTML
 # sliders, not ipywidgets) and with the venv first on PATH (the kernel is the venv's python).
 BUILD_ENV := PATH_BOOK_STATIC=1 MPLBACKEND=Agg PATH="$(abspath $(VENV))/bin:$$PATH"
 

@@ -3,7 +3,7 @@
 B*T = 32768 tokens (and one sequence of T = 65536), H*D = 2048, D in {64, 128}; bf16 q, k, v; float32
 w, beta, g. Forward and forward+backward; median of ``triton.testing.do_bench``; peak memory above the
 inputs. The same run measures the GPU's two ceilings (a bf16 matrix product and a device-to-device copy),
-from which ``path_lib.speed`` computes each cell's floor.
+from which ``path_lib.book.speed`` computes each cell's floor.
 
 Methods:
 * ``sdpa``: PyTorch's ``scaled_dot_product_attention`` with its default dispatch, causal, no position
@@ -39,7 +39,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import kernels  # noqa: E402
-from path_lib.provenance import write_result  # noqa: E402
+from path_lib.experiments.provenance import write_result  # noqa: E402
 
 
 def fla_ops():

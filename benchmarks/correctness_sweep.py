@@ -6,7 +6,7 @@ with values near 2 (1.99) and exact 0 / 1 / 2, and the long shape B=4, T=16384, 
 checked on 64-query slices of every batch element at the first and last head against a float64
 sequential sweep, which exercises the int64 offsets).
 
-Reference: ``path_lib.attention.path_attention(..., impl="parallel")`` in float64 on the GPU, fed the
+Reference: ``path_lib.reference.attention.path_attention(..., impl="parallel")`` in float64 on the GPU, fed the
 same (dtype-rounded) inputs. Error: ||out - ref|| / ||ref|| per tensor. Fresh random inputs every run;
 the caching allocator is poisoned with NaN before each kernel call so unwritten outputs show up.
 
@@ -32,8 +32,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import kernels  # noqa: E402
-from path_lib.attention import path_attention as ref_attention  # noqa: E402
-from path_lib.provenance import write_result  # noqa: E402
+from path_lib.reference.attention import path_attention as ref_attention  # noqa: E402
+from path_lib.experiments.provenance import write_result  # noqa: E402
 
 TOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 NAMES = ["o", "dq", "dk", "dv", "dw", "dbeta", "dg"]

@@ -32,7 +32,7 @@ def main(argv=None):
     import torch
     from run_equal import MQ_SIZES
     from run_synthetic import pick_path_backend
-    from path_lib.train import TrainConfig, task_eval_sets, task_preset, train_task
+    from path_lib.experiments.train import TrainConfig, task_eval_sets, task_preset, train_task
     device = "cuda" if torch.cuda.is_available() else "cpu"
     backend = pick_path_backend(device)
     rows = []
@@ -54,7 +54,7 @@ def main(argv=None):
             rows.append(row)
             print(row, flush=True)
     if args.out:
-        from path_lib.provenance import write_result
+        from path_lib.experiments.provenance import write_result
         write_result(Path(args.out) / "mqrar_probe.json", {"rows": rows},
                      command="python experiments/mqrar_size_probe.py " + " ".join(sys.argv[1:] if argv is None else argv))
 

@@ -9,9 +9,9 @@ Phases (run in the order given, each a list of (model, seed, ...) jobs):
 
 * ``flip_flop``: RoPE, FoX, SBA, PaTH, PaTH-FoX; 1 layer, 2 heads, d_model 64, length 512, 1,500 steps of
   128 sequences, 3 seeds; errors on ID (0.8), OOD dense (0.1) and OOD sparse (0.98) with at least
-  ``--ff-sparse-reads`` (10^6) scored reads, generated on the fly (path_lib.train.GeneratedEval).
-* ``lm``: the nine models of path_lib.lm.COMPARISON_MODELS at the ``--lm-preset`` sizes, 3 seeds; perplexity
-  ratios up to 64x the training length, passkey probe, far attention mass (path_lib.farmass).
+  ``--ff-sparse-reads`` (10^6) scored reads, generated on the fly (path_lib.experiments.train.GeneratedEval).
+* ``lm``: the nine models of path_lib.experiments.lm.COMPARISON_MODELS at the ``--lm-preset`` sizes, 3 seeds; perplexity
+  ratios up to 64x the training length, passkey probe, far attention mass (path_lib.experiments.farmass).
 * ``mqrar``: RoPE and PaTH (and ``--mq-models``), N = 1..4, at ``--mq-size``, 3 seeds.
 * ``a5``: ``--a5-models`` (RoPE, PaTH, PaTH-FoX; FoX and SBA optional) x 1..4 layers x ``--a5-lengths``
   (16 first, then 8), 3 seeds, ``--a5-steps`` (3,000) each; the fewest layers whose seed-mean accuracy reaches 90%.
@@ -28,8 +28,8 @@ Records (written after every finished job, ``complete: false`` until a phase is 
 finished in an earlier call is not rewritten; every record lists the provenance of all calls under
 ``calls``):
 ``$OUT/flip_flop.json``, ``$OUT/lm_full.json``, ``$OUT/mqrar.json``, ``$OUT/a5_layers.json`` (the stable
-names of path_lib.notebook.RECORDS; formats compatible with the chapters that read them), each through
-``path_lib.provenance.write_result`` (device, versions, ``PATH_BOOK_COMMIT``, date, command).
+names of path_lib.book.notebook.RECORDS; formats compatible with the chapters that read them), each through
+``path_lib.experiments.provenance.write_result`` (device, versions, ``PATH_BOOK_COMMIT``, date, command).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def build_jobs(phase: str, args) -> list:
                 jobs.append({"phase": phase, "task": "flip_flop", "attention": m, "seed": sd,
                              "id": f"ff-{m}-s{sd}"})
     elif phase == "lm":
-        from path_lib.lm import COMPARISON_MODELS
+        from path_lib.experiments.lm import COMPARISON_MODELS
         models = COMPARISON_MODELS if not args.lm_models else args.lm_models.split(",")
         for sd in seeds:
             for m in models:
@@ -106,7 +106,7 @@ def build_jobs(phase: str, args) -> list:
 
 def task_setup(job: dict, args):
     """The preset and eval sets of a synthetic job (the same for every model of a phase)."""
-    from path_lib.train import GeneratedEval, TrainConfig, task_eval_sets, task_preset
+    from path_lib.experiments.train import GeneratedEval, TrainConfig, task_eval_sets, task_preset
     task = job["task"]
     if task == "flip_flop":
         p = task_preset("flip_flop", "full")
@@ -188,7 +188,7 @@ def _jsonable(x):
 
 
 def lm_config(args):
-    from path_lib.lm import PRESETS
+    from path_lib.experiments.lm import PRESETS
     cfg = PRESETS[args.lm_preset]
     kw = {}
     if args.steps:
@@ -199,8 +199,8 @@ def lm_config(args):
 
 
 def _run_lm(job, args, ck):
-    from path_lib.corpus import load_stdlib_corpus
-    from path_lib.lm import run_model
+    from path_lib.experiments.corpus import load_stdlib_corpus
+    from path_lib.experiments.lm import run_model
     cfg = lm_config(args)
     if cfg.corpus_bytes not in _CORPUS:
         _CORPUS[cfg.corpus_bytes] = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
@@ -250,7 +250,7 @@ class EvalSlot:
 
 
 def _run_task(job, args, ck):
-    from path_lib.train import train_task
+    from path_lib.experiments.train import train_task
     preset, ev = task_setup(job, args)
     kw = {"backend": job["backend"], "block_size": 128} if job["attention"] in ("path", "path_fox") else {}
     r = train_task(job["task"], job["attention"], preset, device=job["device"], progress=False, eval_sets=ev,
@@ -280,7 +280,7 @@ def _seed_stats(values):
 
 def summarise(phase: str, runs: list, expected: int, meta: dict) -> dict:
     """The record of a phase from its finished runs (chapter-compatible layout, seed means, the check)."""
-    from path_lib.train import check_equal_training
+    from path_lib.experiments.train import check_equal_training
     runs = sorted(runs, key=lambda r: r["job"]["id"])
     complete = len(runs) == expected
     out = dict(meta, phase=phase, complete=complete, runs_expected=expected, runs_done=len(runs))
@@ -344,8 +344,8 @@ def summarise(phase: str, runs: list, expected: int, meta: dict) -> dict:
 
 
 def _summarise_lm(runs, out, complete):
-    from path_lib.lm import PAPER_A_CURVES, PAPER_B_RATIOS, COMPARISON_MODELS
-    from path_lib.train import check_equal_training
+    from path_lib.experiments.lm import PAPER_A_CURVES, PAPER_B_RATIOS, COMPARISON_MODELS
+    from path_lib.experiments.train import check_equal_training
     recs = [r["record"] for r in runs]
     why = check_equal_training(recs, min_seeds=3) if complete else f"{len(runs)} of {out['runs_expected']} runs are done."
     out["equal_training"] = {"ok": why is None, "reason": why}
@@ -496,7 +496,7 @@ def main(argv=None):
     deadline_call = t_start + args.budget_s
     command = "python experiments/run_equal.py " + " ".join(sys.argv[1:] if argv is None else argv)
     rates = _rates(state)
-    from path_lib.provenance import provenance, write_result
+    from path_lib.experiments.provenance import provenance, write_result
     calls_file = state / "calls.json"
     calls = json.loads(calls_file.read_text()) if calls_file.exists() else []
     calls.append(provenance(command))

@@ -18,7 +18,7 @@ processes keep it busy), within one wall-clock budget:
                   and at twice it (does the model fail as the sequence grows?).
 * mqrar.json      MQRAR-N, N = 1..4, for PaTH and RoPE (2 layers, d_model 256, 2 heads).
 
-Every training run fits its warm-up + cosine schedule into its time budget (``path_lib.train.train``
+Every training run fits its warm-up + cosine schedule into its time budget (``path_lib.experiments.train.train``
 measures the step time and cuts the number of steps; ``steps_done`` is recorded). PaTH uses the
 Triton kernels when ``kernels.is_available()`` and they match the reference on a quick check,
 otherwise path_lib's blockwise PyTorch mirror.
@@ -55,8 +55,8 @@ def _kernel_ok(D: int) -> bool:
         import kernels  # noqa: F401
         if not (callable(getattr(kernels, "is_available", None)) and kernels.is_available()):
             return False
-        from path_lib.attention import path_attention
-        from path_lib.householder import normalize
+        from path_lib.reference.attention import path_attention
+        from path_lib.reference.householder import normalize
         g = torch.Generator(device="cuda").manual_seed(0)
         B, T, H = 2, 128, 2
         q, k, v = (torch.randn(B, T, H, D, device="cuda", generator=g, requires_grad=True) for _ in range(3))
@@ -78,7 +78,7 @@ def run_job(job: dict) -> dict:
     """One training run in a worker process. Returns a compact, JSON-ready dict."""
     import torch
     torch.set_num_threads(1)
-    from path_lib.train import task_preset, task_eval_sets, train_task
+    from path_lib.experiments.train import task_preset, task_eval_sets, train_task
     t0 = time.time()
     try:
         preset = task_preset(job["task"], job["preset"])
@@ -181,11 +181,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import torch
-    from path_lib.train import save_result
+    from path_lib.experiments.train import save_result
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tasks = args.tasks.split(",")
     if args.backend == "auto":   # check the kernels at the head dims these runs use
-        from path_lib.train import task_preset
+        from path_lib.experiments.train import task_preset
         dims = sorted({task_preset(t, args.preset).model["d_model"] // task_preset(t, args.preset).model["n_heads"]
                        for t in tasks})
         backend = pick_path_backend(device, head_dims=tuple(dims))

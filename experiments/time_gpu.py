@@ -4,7 +4,7 @@
     python experiments/time_gpu.py --what lm --sizes 256x4x64,256x4x128 --procs 1,9 --steps 30 --out $OUT
 
 For each LM size ``d_model x n_layers x batch`` (train length 256, 4 heads) it times ``--steps`` training
-steps of every model of path_lib.lm.COMPARISON_MODELS, one process alone, and then ``P`` processes at once
+steps of every model of path_lib.experiments.lm.COMPARISON_MODELS, one process alone, and then ``P`` processes at once
 (each its own model, the way experiments/run_equal.py shares the GPU), and reports seconds per step and the
 aggregate steps per second. ``--what tasks`` does the same for the synthetic tasks' models. Writes
 ``$OUT/timing.json`` (with provenance) and prints a table. On a CPU it runs too (the plan's CPU estimate).
@@ -48,8 +48,8 @@ def _time_lm(args):
     name, size, steps, device, backend, start_at = args
     import torch
     torch.set_num_threads(1)
-    from path_lib.corpus import load_stdlib_corpus
-    from path_lib.lm import PRESETS, _batch, build_model
+    from path_lib.experiments.corpus import load_stdlib_corpus
+    from path_lib.experiments.lm import PRESETS, _batch, build_model
     d, L, B = size
     cfg = dataclasses.replace(PRESETS["equal"], d_model=d, n_layers=L, batch=B, corpus_bytes=2_000_000)
     corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
@@ -74,9 +74,9 @@ def _time_task(args):
     import torch
     torch.set_num_threads(1)
     from run_equal import MQ_SIZES
-    from path_lib.layers import TinyLM
-    from path_lib.tasks import make_task
-    from path_lib.train import masked_loss, task_preset
+    from path_lib.nn.model import TinyLM
+    from path_lib.experiments.tasks import make_task
+    from path_lib.experiments.train import masked_loss, task_preset
     p = task_preset(task, "full")
     if task == "mqrar":
         p.task.update(MQ_SIZES["small"]["task"])
@@ -116,7 +116,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     import torch
-    from path_lib.lm import COMPARISON_MODELS
+    from path_lib.experiments.lm import COMPARISON_MODELS
     from run_synthetic import pick_path_backend
     device = "cuda" if torch.cuda.is_available() else "cpu"
     backend = pick_path_backend(device)
@@ -151,7 +151,7 @@ def main(argv=None):
                     res["rows"].append(row)
                     print(json.dumps(row), flush=True)
     if args.out:
-        from path_lib.provenance import write_result
+        from path_lib.experiments.provenance import write_result
         write_result(Path(args.out) / f"timing_{args.what}.json", res,
                      command="python experiments/time_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv))
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from ._path import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, FallbackState, KernelConfig, Overrides,
@@ -94,11 +95,28 @@ def code_text(source: str) -> str:
     return "\n".join(kept) + "\n"
 
 
+#: Modules renamed since the sweep, ``{new: as at the sweep}``: the hash reads their import statements
+#: with the sweep's spelling, so that a rename that changes nothing the kernels run keeps the flag. The
+#: shared argument checks moved from ``path_lib._checks`` to ``path_lib.validation`` (path_lib 0.1.0's
+#: subpackage layout; the checks' own code is outside the hash either way). Only a ``from MODULE import``
+#: line's module name is mapped: any other change, imported names included, still changes the hash.
+#: Remove an entry only together with a new sweep (whose records then store the unmapped hash).
+_RENAMED_SINCE_SWEEP = {"path_lib.validation": "path_lib._checks"}
+
+
+def _sweep_spelling(code: str) -> str:
+    """``code`` (from :func:`code_text`) with the modules of :data:`_RENAMED_SINCE_SWEEP` spelled as at the sweep."""
+    for new, old in _RENAMED_SINCE_SWEEP.items():
+        code = re.sub(rf"^(\s*from\s+){re.escape(new)}(\s+import\s)", rf"\g<1>{old}\g<2>", code, flags=re.MULTILINE)
+    return code
+
+
 def code_sha256() -> str:
-    """SHA-256 of the kernels' code (:func:`code_text` of ``_path.py`` then ``_triton_kernels.py``)."""
+    """SHA-256 of the kernels' code (:func:`code_text` of ``_path.py`` then ``_triton_kernels.py``, renamed
+    modules spelled as at the sweep: :data:`_RENAMED_SINCE_SWEEP`)."""
     h = hashlib.sha256()
     for name, text in _kernel_files():
-        h.update(f"{name}\n".encode() + code_text(text).encode())
+        h.update(f"{name}\n".encode() + _sweep_spelling(code_text(text)).encode())
     return h.hexdigest()
 
 

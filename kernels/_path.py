@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from path_lib._checks import check_path_params, check_qkv, check_scale, check_tensor
+from path_lib.validation import check_path_params, check_qkv, check_scale, check_tensor
 
 HEAD_DIMS = (32, 64, 128)
 _QDTYPES = (torch.float16, torch.bfloat16, torch.float32)

@@ -9,7 +9,7 @@ heads, no backward. Two phases:
 1. :func:`block_factors`, **plain PyTorch** in float32 (the production kernels do this in Triton too):
    per block j of ``BT`` tokens its UT matrix ``T_j``, the product ``T_j W_j``, the keys moved to the
    block's end ``K->_j`` and the queries moved to the block's start ``Q<-_j``
-   (``path_lib.householder``'s helpers).
+   (``path_lib.reference.householder``'s helpers).
 2. :func:`_teaching_fwd_kernel`, **Triton**: one program per (query block, batch * head). The diagonal
    tile by the intra-block UT form, then a right-to-left loop over the earlier key blocks with an
    online softmax and the query update ``Q~ <- Q~ - (Q~ W_j^T)(T W)_j``. Every tile is converted to
@@ -27,8 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
-from path_lib._checks import check_path_params, check_qkv, check_scale, check_tensor
-from path_lib.householder import boundary_adjusted_keys, boundary_adjusted_queries, ut_transform
+from path_lib.validation import check_path_params, check_qkv, check_scale, check_tensor
+from path_lib.reference.householder import boundary_adjusted_keys, boundary_adjusted_queries, ut_transform
 
 __all__ = ["teaching_path_attention", "block_factors"]
 

@@ -1,21 +1,35 @@
 """path_lib: PaTH attention from the mathematics to layers, decoding, tasks and experiments.
 
-Modules:
-    householder   Householder-like matrices, their products, the UT transform, boundary adjustments.
-    attention     path_attention (explicit / parallel / blockwise) and the NoPE, RoPE, ALiBi, FoX baselines.
-    decoding      a key cache kept transformed to the current position; prefill; token-by-token decoding.
-    layers        PaTHAttention and baseline attention layers, and a small decoder-only TinyLM.
-    rotations     accumulated SO(2) rotation attention (paper B's variants), registered with TinyLM.
-    constructions the hand-built one-layer PaTH network for the S5 swap word problem.
-    tasks, train  flip-flop, A5, MQRAR-N data; one training loop with recorded, provenance-stamped results.
-    theory        simulations of the decoherence / far-mass analysis of length extrapolation.
-    corpus, lm    the offline byte-level corpus (Python's standard library) and the LM experiments.
-    costs         operation and memory counts; widgets, viz, notebook: helpers for the book.
-    provenance    where and how a recorded result was produced.
+Layout (one subpackage per kind of code; an arrow is "imports"):
+
+    path_lib/
+      __init__.py     the public API below
+      validation.py   the argument checks every public entry point (and kernels/) uses
+      reference/      float64 references: householder (products, UT transform, boundary adjustments),
+                      attention (path_attention explicit / parallel, NoPE / RoPE / ALiBi / FoX), sba
+      blockwise/      mirror: the Triton kernels' algorithm in plain PyTorch (impl="blockwise")
+      decoding.py     a key cache kept transformed to the current position; prefill; token-by-token decoding
+      nn/             layers (PaTHAttention and the baselines), model (TinyLM), rotations (paper B's variants)
+      experiments/    tasks, train, hardware, corpus, lm, constructions, farmass, claims, provenance
+      theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
+      book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
+
+    book -> experiments -> nn -> decoding, kernels -> reference / blockwise -> validation
+    (theory imports nothing of path_lib; reference.attention hands impl="blockwise" to blockwise.mirror)
+
+Nothing outside ``path_lib/book`` imports ``path_lib.book`` (its IPython / yaml / matplotlib needs are the
+``book`` extra); tests/test_layout.py checks the rules.
 """
-from .attention import path_attention
-from .householder import householder, householder_product, ut_transform
-from . import rotations  # noqa: F401  registers "rand_rot_qk", "rand_rot_qkv", "learned_rot" with TinyLM
+from .nn import rotations  # noqa: F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
+from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,
+                        SBAAttention, make_attention)
+from .nn.model import TinyLM
+from .reference.attention import path_attention
+from .reference.householder import householder, householder_product, ut_transform
 
 __version__ = "0.1.0"
-__all__ = ["path_attention", "householder", "householder_product", "ut_transform"]
+__all__ = [
+    "path_attention", "householder", "householder_product", "ut_transform",
+    "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention", "FoXAttention", "SBAAttention",
+    "make_attention", "TinyLM",
+]

@@ -17,11 +17,11 @@ from typing import Optional
 
 import torch
 
-from ._checks import (PARAM_DTYPES, _name_dtype, check_beta_range, check_block_size, check_bool,
-                      check_finite, check_int, check_log_gate, check_path_params, check_qkv, check_scale,
-                      check_tensor, check_unit_rows)
-from .attention import path_attention
-from .householder import _block_product, _boundary_adjusted_keys, _ut_transform
+from .validation import (PARAM_DTYPES, dtype_name, check_beta_range, check_block_size, check_bool,
+                         check_finite, check_int, check_log_gate, check_path_params, check_qkv, check_scale,
+                         check_tensor, check_unit_rows)
+from .reference.attention import path_attention
+from .reference.householder import _block_product, _boundary_adjusted_keys, _ut_transform
 
 __all__ = ["PaTHCache", "keys_to_end", "prefill", "decode_path_attention"]
 
@@ -55,7 +55,7 @@ class PaTHCache:
         if n_q_heads % n_kv_heads:
             raise ValueError(f"n_q_heads ({n_q_heads}) must be a positive multiple of n_kv_heads ({n_kv_heads})")
         if dtype not in CACHE_DTYPES:
-            shown = _name_dtype(dtype) if isinstance(dtype, torch.dtype) else type(dtype).__name__
+            shown = dtype_name(dtype) if isinstance(dtype, torch.dtype) else type(dtype).__name__
             raise TypeError(f"dtype must be float32 or float64, got {shown}")
         if device is not None:
             if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
@@ -126,7 +126,7 @@ class PaTHCache:
             if x.device != self.device:
                 raise ValueError(f"{name} must be on the cache's device ({self.device}), got {x.device}")
             if x.dtype == torch.float64 and self.dtype != torch.float64:
-                raise TypeError(f"{name} is float64 but the cache is {_name_dtype(self.dtype)}: it would be "
+                raise TypeError(f"{name} is float64 but the cache is {dtype_name(self.dtype)}: it would be "
                                 "rounded; create the cache with dtype=torch.float64 (or pass float32)")
             if tuple(x.shape) != expected[name]:
                 extra = ""
@@ -227,7 +227,7 @@ def prefill(q, k, v, w, beta, g=None, *, scale=None, block_size: int = 64):
 def decode_path_attention(q, k, v, w, beta, g=None, *, scale=None) -> torch.Tensor:
     """PaTH attention computed token by token through a :class:`PaTHCache`.
 
-    Same arguments and result as :func:`path_lib.attention.path_attention`: ``[B, T, Hq, Dv]``
+    Same arguments and result as :func:`path_lib.reference.attention.path_attention`: ``[B, T, Hq, Dv]``
     (computed in float64 for float64 q, else float32, like it).
     """
     B, T, Hq, Hk, D = check_qkv(q, k, v)

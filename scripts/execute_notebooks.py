@@ -21,7 +21,7 @@ import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.executors import load_executor
 
-from path_lib.notebook import toc_files
+from path_lib.book.notebook import toc_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "_build" / ".jupyter_cache"

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from path_lib.notebook import toc_files
+from path_lib.book.notebook import toc_files
 
 ROOT = Path(__file__).resolve().parent.parent
 # The built site; PATH_BOOK_HTML points the tests at another build (e.g. an older one, to compare).

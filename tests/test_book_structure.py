@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from path_lib.notebook import toc_files as _toc_files
+from path_lib.book.notebook import toc_files as _toc_files
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -50,7 +50,7 @@ def test_every_notebook_is_in_the_toc():
 
 
 def test_repository_url_is_consistent():
-    from path_lib import notebook
+    from path_lib.book import notebook
 
     assert notebook.REPOSITORY == REPO_URL
     assert notebook.BRANCH == CONFIG["repository"]["branch"]

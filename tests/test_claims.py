@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from path_lib import claims as C
+from path_lib.experiments import claims as C
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ def test_statuses_reasons_and_evidence():
         for e in (c.get("ours") or {}).get("evidence", []):
             assert (ROOT / e).exists(), (c["id"], e)
         if c.get("awaits"):
-            from path_lib.notebook import RECORDS
+            from path_lib.book.notebook import RECORDS
             assert c["awaits"] in RECORDS, c["id"]
 
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from path_lib.constructions import (SWAP_PAIRS, VOCAB, encode_swaps, is_identity,
-                                    logit_scale, nonidentity_margin, rope_recipe_weight, solve_swaps,
-                                    swap_word_problem_model, SwapWordProblemModel)
+from path_lib.experiments.constructions import (SWAP_PAIRS, VOCAB, encode_swaps, is_identity,
+                                                logit_scale, nonidentity_margin, rope_recipe_weight, solve_swaps,
+                                                swap_word_problem_model, SwapWordProblemModel)
 
 torch.set_num_threads(1)   # tiny ops: threads only add overhead (and the CI machine has 2 cores)
 
@@ -152,9 +152,9 @@ def test_bad_model_and_tokens():
 
 # ---------------------------------------------------------------------------------------------- flip-flop
 
-from path_lib.constructions import flip_flop_model  # noqa: E402
-from path_lib.tasks import flip_flop  # noqa: E402
-from path_lib.train import evaluate  # noqa: E402
+from path_lib.experiments.constructions import flip_flop_model  # noqa: E402
+from path_lib.experiments.tasks import flip_flop  # noqa: E402
+from path_lib.experiments.train import evaluate  # noqa: E402
 
 
 @pytest.mark.parametrize("p_ignore", [0.8, 0.98, 0.1])

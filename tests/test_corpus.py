@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from path_lib.corpus import (decode, encode, is_validation_file, list_stdlib_files, load_stdlib_corpus,
-                             sample_windows, stdlib_root, SEPARATOR)
+from path_lib.experiments.corpus import (decode, encode, is_validation_file, list_stdlib_files, load_stdlib_corpus,
+                                         sample_windows, stdlib_root, SEPARATOR)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""path_lib.costs against direct counting on tiny cases.
+"""path_lib.theory.costs against direct counting on tiny cases.
 
 Matrix-product operations are counted by torch's FlopCounterMode while the library's own code runs
 (and while a tile-by-tile emulation of the Triton kernel's forward loops runs);
@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from path_lib import costs
-from path_lib.attention import path_attention
+from path_lib.theory import costs
+from path_lib.reference.attention import path_attention
 from path_lib.decoding import PaTHCache
-from path_lib.householder import (boundary_adjusted_keys, normalize, ut_transform)
+from path_lib.reference.householder import (boundary_adjusted_keys, normalize, ut_transform)
 
 SHAPES = [(1, 4, 4), (7, 3, 2), (10, 4, 4), (13, 2, 5), (16, 4, 8), (17, 3, 3), (33, 5, 8)]
 

@@ -4,10 +4,11 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from helpers import numpy_path_attention, random_path_inputs
-from path_lib.attention import path_attention
+from path_lib.reference.attention import path_attention
 from path_lib.decoding import PaTHCache, decode_path_attention, keys_to_end, prefill
-from path_lib.householder import householder_product
-from path_lib.layers import ATTENTION_LAYERS, PaTHAttention, TinyLM, make_attention
+from path_lib.reference.householder import householder_product
+from path_lib.nn.layers import ATTENTION_LAYERS, PaTHAttention, make_attention
+from path_lib.nn.model import TinyLM
 
 
 @given(T=st.integers(1, 20), rep=st.sampled_from([1, 2]), gate=st.booleans(), seed=st.integers(0, 2**31 - 1))

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from path_lib import theory
-from path_lib.farmass import attention_inputs, far_mass, far_mass_by_length, far_mass_table, last_query_row
-from path_lib.layers import TinyLM
-from path_lib.rotations import TokenRotationAttention, rotate_pairs
+from path_lib.theory import decoherence as theory
+from path_lib.experiments.farmass import attention_inputs, far_mass, far_mass_by_length, far_mass_table, last_query_row
+from path_lib.nn.model import TinyLM
+from path_lib.nn.rotations import TokenRotationAttention, rotate_pairs
 
 torch.set_num_threads(1)
 
@@ -120,7 +120,7 @@ def test_huge_logit_range_gives_zero_bound_not_overflow():
 
 
 def test_far_mass_over_seeds():
-    from path_lib.farmass import far_mass_over_seeds
+    from path_lib.experiments.farmass import far_mass_over_seeds
     runs = [{"model": "A", "far_mass": {"lengths": [8, 16], "mean_far_mass": [0.2 + s / 10, 0.5],
                                         "bound": [[[0.1, 0.2]]], "bound_violations": 0}} for s in range(3)]
     runs.append({"model": "B", "far_mass": None})

@@ -6,9 +6,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from path_lib.householder import (block_product, boundary_adjusted_keys, boundary_adjusted_queries,
-                                  householder, householder_product, normalize, ut_transform,
-                                  ut_transform_loop)
+from path_lib.reference.householder import (block_product, boundary_adjusted_keys, boundary_adjusted_queries,
+                                            householder, householder_product, normalize, ut_transform,
+                                            ut_transform_loop)
 
 f64 = torch.float64
 

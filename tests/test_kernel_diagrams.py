@@ -1,5 +1,5 @@
-"""The kernel chapter's diagrams and helpers (path_lib/kernel_diagrams.py): the tile classification
-against the kernel's loop bounds and the operation counts of path_lib.costs, the figures, the source
+"""The kernel chapter's diagrams and helpers (path_lib/book/kernel_diagrams.py): the tile classification
+against the kernel's loop bounds and the operation counts of path_lib.theory.costs, the figures, the source
 and docstring helpers, the compile table and the inputs."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from path_lib import costs  # noqa: E402
-from path_lib.kernel_diagrams import (DIAGONAL, EARLIER_SEGMENT, NOT_COMPUTED, OWN_SEGMENT,  # noqa: E402
-                                      compile_table, kernel_docstrings, phase_counts, random_inputs,
-                                      segment_figure, source_excerpt, tile_grid_figure, tile_phases,
-                                      visit_order)
+from path_lib.theory import costs  # noqa: E402
+from path_lib.book.kernel_diagrams import (DIAGONAL, EARLIER_SEGMENT, NOT_COMPUTED, OWN_SEGMENT,  # noqa: E402
+                                           compile_table, kernel_docstrings, phase_counts, random_inputs,
+                                           segment_figure, source_excerpt, tile_grid_figure, tile_phases,
+                                           visit_order)
 
 
 def test_tile_phases_by_hand():
@@ -52,7 +52,7 @@ def test_tile_phases_follow_the_kernel_loops(T, BT, SB):
 
 @pytest.mark.parametrize("T,D,BT,SB", [(4096, 64, 64, 6), (1000, 128, 64, 4), (300, 32, 16, 2)])
 def test_tile_counts_match_the_operation_counts(T, D, BT, SB):
-    """path_lib.costs counts 8 BT^2 D per own-segment tile and 4 BT^2 D per earlier-segment tile (its
+    """path_lib.theory.costs counts 8 BT^2 D per own-segment tile and 4 BT^2 D per earlier-segment tile (its
     tests emulate the kernel's loops tile by tile): the classification must give the same totals."""
     n = phase_counts(T, BT, SB)
     c = costs.path_segmented_cost(T, D, block_size=BT, seg_blocks=SB).flops_by_part

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LATEST_BENCH = "bench_path.json"      # the current record (path_lib.notebook.RECORDS["bench"])
+LATEST_BENCH = "bench_path.json"      # the current record (path_lib.book.notebook.RECORDS["bench"])
 
 
 def test_verified_flag_names_a_complete_passing_sweep():
@@ -51,9 +51,24 @@ def test_the_gate_ignores_comments_and_docstrings_but_not_code():
     assert kernels.code_text('s = "# not a comment"\n') == 's = "# not a comment"\n'
 
 
+def test_the_gate_maps_only_the_renamed_modules_import_lines():
+    """A module renamed since the sweep (path_lib._checks -> path_lib.validation) keeps the hash; the
+    imported names, any other use of the name, and every other line still count."""
+    import kernels
+    src = "from path_lib.validation import check_qkv, check_tensor\nx = 1\n"
+    assert kernels._sweep_spelling(src) == "from path_lib._checks import check_qkv, check_tensor\nx = 1\n"
+    assert kernels._sweep_spelling(src.replace("check_tensor", "check_int")) != kernels._sweep_spelling(src)
+    for other in ("import path_lib.validation as v\n", 'name = "from path_lib.validation import x"\n',
+                  "from path_lib.validation_extra import x\n"):
+        assert kernels._sweep_spelling(other) == other
+    # the mapping is in use: the kernels import the checks under their new name, never the old one
+    code = kernels.code_text((ROOT / "kernels" / "_path.py").read_text())
+    assert "from path_lib.validation import" in code and "path_lib._checks" not in code
+
+
 def test_auto_backend_is_blockwise_on_cpu():
     import torch
-    from path_lib.layers import PaTHAttention
+    from path_lib.nn.layers import PaTHAttention
     layer = PaTHAttention(64, 2, backend="auto")
     assert layer._resolve_backend(torch.zeros(1, 4, 2, 32)) == "blockwise"
 
@@ -79,7 +94,7 @@ def _code_sha256_at(commit):
         out = subprocess.run(["git", "show", f"{commit}:kernels/{name}"], cwd=ROOT, capture_output=True, text=True)
         if out.returncode:
             pytest.skip(f"git cannot show {commit}:kernels/{name} (no history in this checkout)")
-        h.update(f"{name}\n".encode() + kernels.code_text(out.stdout).encode())
+        h.update(f"{name}\n".encode() + kernels._sweep_spelling(kernels.code_text(out.stdout)).encode())
     return h.hexdigest()
 
 
@@ -136,7 +151,7 @@ def test_the_closest_cells_hold_in_every_round():
 
 
 def test_optional_result_loads_a_record_or_says_it_is_missing(capsys):
-    from path_lib.notebook import optional_result
+    from path_lib.book.notebook import optional_result
     rec = optional_result("benchmarks/results/" + LATEST_BENCH, "benchmark")
     assert rec is not None and "provenance" in rec and rec["rows"]
     assert optional_result("benchmarks/results/no_such_record.json", "profile") is None

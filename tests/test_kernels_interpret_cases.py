@@ -5,7 +5,7 @@ spreads them), each case run in a worker process that has ``TRITON_INTERPRET=1``
 ``TRITON_INTERPRET=1 pytest tests/test_kernels_interpret_cases.py``. Skipped otherwise.
 
 Forward and every gradient (q, k, v, w, beta, g) against the float64 UT all-pairs reference
-(``path_lib.attention.path_attention(..., impl="parallel")``) on tiny shapes with a small block length
+(``path_lib.reference.attention.path_attention(..., impl="parallel")``) on tiny shapes with a small block length
 (16) and small segments, so that a few dozen tokens exercise the diagonal block, the own-segment scan,
 the earlier-segment path, ragged last blocks and partial last segments. Also grouped-query heads,
 the gate, ``cu_seqlens``, ``transform_keys_to_end`` and the input checks.
@@ -29,7 +29,7 @@ CASE_LIST_MODULE = "kernels_interpret_case_list"
 if os.environ.get("TRITON_INTERPRET", "0") in ("", "0") and __name__ != CASE_LIST_MODULE:
     pytest.skip("run with TRITON_INTERPRET=1 (tests/test_kernels_interpret.py does)", allow_module_level=True)
 
-from path_lib.attention import path_attention as ref_attention  # noqa: E402
+from path_lib.reference.attention import path_attention as ref_attention  # noqa: E402
 
 
 def _inputs(B, T, Hq, Hk, D, gate, seed, beta_mode="uniform"):

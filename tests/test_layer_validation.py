@@ -7,11 +7,12 @@ import pytest
 import torch
 
 import path_lib  # noqa: F401  registers the rotation variants
-from path_lib.layers import (ATTENTION_LAYERS, ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention,
-                             RoPEAttention, SBAAttention, TinyLM, make_attention)
+from path_lib.nn.layers import (ATTENTION_LAYERS, ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention,
+                                RoPEAttention, SBAAttention, make_attention)
+from path_lib.nn.model import TinyLM
 
 KINDS = list(ATTENTION_LAYERS)
-# kinds whose ``step`` is defined in path_lib.layers (the generic fallback included)
+# kinds whose ``step`` is defined in path_lib.nn.layers (the generic fallback included)
 LAYER_STEP_KINDS = list(KINDS)
 D, H, V = 16, 2, 11
 
@@ -239,7 +240,7 @@ def test_auto_backend_warns_once_when_it_falls_back_on_cuda(monkeypatch):
     import warnings
 
     import kernels
-    from path_lib import layers
+    from path_lib.nn import layers
 
     class FakeCuda:
         is_cuda = True

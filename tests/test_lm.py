@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from path_lib.corpus import decode, load_stdlib_corpus
-from path_lib.lm import (COMPARISON_MODELS, MODELS, PASSKEY_CUE, PRESETS, build_model, evaluate_lengths,
-                         make_passkey, passkey_batch, probe_retrieval, ratio_table, run_experiment, run_model,
-                         token_sigma_min, train_model)
-from path_lib.train import UnequalTrainingError, comparison_table
+from path_lib.experiments.corpus import decode, load_stdlib_corpus
+from path_lib.experiments.lm import (COMPARISON_MODELS, MODELS, PASSKEY_CUE, PRESETS, build_model, evaluate_lengths,
+                                     make_passkey, passkey_batch, probe_retrieval, ratio_table, run_experiment, run_model,
+                                     token_sigma_min, train_model)
+from path_lib.experiments.train import UnequalTrainingError, comparison_table
 
 torch.set_num_threads(1)   # tiny models: extra threads only add overhead (and 2 cores are shared)
 
@@ -196,7 +196,7 @@ def _fake_records(vals):
 
 
 def test_record_helpers_and_paper_checks():
-    from path_lib.lm import flat_and_degrading, paper_checks, record_inequality, seed_curves, steps_table
+    from path_lib.experiments.lm import flat_and_degrading, paper_checks, record_inequality, seed_curves, steps_table
     recs = _fake_records({"RoPE": ((1.3, 1.4, 1.2), (9, 8, 10), (3.0, 3.1, 3.2)),
                           "PaTH": ((1.0, 1.0, 1.0), (1.5, 1.4, 1.6), (2.9, 3.0, 3.1)),
                           "ALiBi": ((0.99, 1.0, 1.01), (1.0, 0.99, 1.02), (3.0, 3.0, 3.0))})

@@ -4,10 +4,11 @@ import math
 import pytest
 import torch
 
-from path_lib.layers import ATTENTION_LAYERS, TinyLM, make_attention
-from path_lib.rotations import (LEGACY_ALIASES, LearnedRotationAttention, RandomRotationAttention,
-                                TokenRotationAttention, accumulated_rotation_attention, angle_scales,
-                                block_rotation_matrix, mixing_windows, rotate_pairs)
+from path_lib.nn.layers import ATTENTION_LAYERS, make_attention
+from path_lib.nn.model import TinyLM
+from path_lib.nn.rotations import (LEGACY_ALIASES, LearnedRotationAttention, RandomRotationAttention,
+                                   TokenRotationAttention, accumulated_rotation_attention, angle_scales,
+                                   block_rotation_matrix, mixing_windows, rotate_pairs)
 
 
 def _explicit(q, k, v, theta, rotate_values):

@@ -17,7 +17,7 @@ def runner(monkeypatch):
 
 
 def test_apply_overrides(runner):
-    from path_lib.train import task_preset
+    from path_lib.experiments.train import task_preset
     p = runner.apply_overrides(task_preset("a5", "tiny"), "a5",
                                dict(lr=5e-3, steps=77, eval_every=7, batch_size=9, a5_length=11))
     assert (p.config.lr, p.config.steps, p.config.eval_every, p.batch_size, p.task["length"]) == (5e-3, 77, 7, 9, 11)

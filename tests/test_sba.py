@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from path_lib.layers import SBAAttention, TinyLM, make_attention
-from path_lib.sba import sba_attention, sba_weights, stick_breaking_weights
+from path_lib.nn.layers import SBAAttention, make_attention
+from path_lib.nn.model import TinyLM
+from path_lib.reference.sba import sba_attention, sba_weights, stick_breaking_weights
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""path_lib.speed: time floors against hand-computed counts, the benchmark record in both formats,
+"""path_lib.book.speed: time floors against hand-computed counts, the benchmark record in both formats,
 the profile's kernels by phase, the T4 launcher replay against the recorded compile reports. CPU, fast."""
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from path_lib import costs, speed  # noqa: E402
-from path_lib.notebook import load_record  # noqa: E402
+from path_lib.theory import costs  # noqa: E402
+from path_lib.book import speed  # noqa: E402
+from path_lib.book.notebook import load_record  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
 # synthetic records (fixtures of the tests only)

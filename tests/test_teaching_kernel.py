@@ -47,7 +47,7 @@ def _inputs(B, T, H, D, seed=None, beta=None):
 
 
 def _reference(q, k, v, w, beta, scale=None):
-    from path_lib.attention import path_attention
+    from path_lib.reference.attention import path_attention
     return path_attention(*(x.double() for x in (q, k, v, w, beta)), scale=scale, impl="explicit")
 
 
@@ -74,7 +74,7 @@ def test_batch_block_size_scale_and_reflections():
 @needs_interpreter
 def test_precomputed_factors():
     from kernels.teaching import block_factors
-    from path_lib.householder import householder_product
+    from path_lib.reference.householder import householder_product
     q, k, v, w, beta = (x.double() for x in _inputs(1, 20, 1, 16, seed=0))
     Tm, TW, K_end, Q_start = block_factors(q, k, w, beta, 16)
     assert Tm.shape == (1, 2, 16, 16) and TW.shape == K_end.shape == Q_start.shape == (1, 20, 16)

@@ -1,10 +1,10 @@
-"""The simulations of path_lib.theory against closed forms and bounds (each check can fail)."""
+"""The simulations of path_lib.theory.decoherence against closed forms and bounds (each check can fail)."""
 import math
 
 import numpy as np
 import pytest
 
-from path_lib import theory as th
+from path_lib.theory import decoherence as th
 
 
 def test_haar_samples_are_rotations():

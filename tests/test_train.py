@@ -5,11 +5,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-from path_lib.layers import TinyLM
-from path_lib.provenance import read_result
-from path_lib.tasks import flip_flop
-from path_lib.train import (PRESETS, Preset, TrainConfig, evaluate, lr_at, masked_loss, task_preset,
-                            save_result, task_eval_sets, train, train_task)
+from path_lib.nn.model import TinyLM
+from path_lib.experiments.provenance import read_result
+from path_lib.experiments.tasks import flip_flop
+from path_lib.experiments.train import (PRESETS, Preset, TrainConfig, evaluate, lr_at, masked_loss, task_preset,
+                                        save_result, task_eval_sets, train, train_task)
 
 torch.set_num_threads(1)
 
@@ -138,8 +138,8 @@ def test_bad_arguments():
 
 # ---------------------------------------------------------------------------------------------- equal training
 
-from path_lib.train import (GeneratedEval, UnequalTrainingError, check_equal_training, comparison_table,  # noqa: E402
-                            format_comparison, paired_differences, run_record)
+from path_lib.experiments.train import (GeneratedEval, UnequalTrainingError, check_equal_training, comparison_table,  # noqa: E402
+                                        format_comparison, paired_differences, run_record)
 
 
 def _fresh(attention="path", seed=0):

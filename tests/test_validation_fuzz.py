@@ -18,7 +18,6 @@ plain test for each gap a 1400-call fuzz found (named after the case).
 """
 from __future__ import annotations
 
-import importlib
 import math
 import re
 
@@ -28,15 +27,15 @@ import torch
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from helpers import numpy_path_attention
-from path_lib.attention import (alibi_attention, alibi_slopes, apply_rope, fox_attention, path_attention,
-                                path_logits, rope_attention, softmax_attention)
+from path_lib.reference.attention import (alibi_attention, alibi_slopes, apply_rope, fox_attention, path_attention,
+                                          path_logits, rope_attention, softmax_attention)
 from path_lib.decoding import PaTHCache, decode_path_attention, keys_to_end, prefill
-from path_lib.householder import (block_product, boundary_adjusted_keys, boundary_adjusted_queries,
-                                  householder, householder_product, normalize, ut_transform, ut_transform_loop)
+from path_lib.reference.householder import (block_product, boundary_adjusted_keys, boundary_adjusted_queries,
+                                            householder, householder_product, normalize, ut_transform, ut_transform_loop)
 
-A = importlib.import_module("path_lib.attention")
-Dc = importlib.import_module("path_lib.decoding")
-Hh = importlib.import_module("path_lib.householder")   # (the attribute path_lib.householder is the function)
+import path_lib.decoding as Dc
+import path_lib.reference.attention as A
+import path_lib.reference.householder as Hh
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ_SMALL = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

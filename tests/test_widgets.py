@@ -1,4 +1,4 @@
-"""path_lib.widgets (static HTML sliders / live ipywidgets) and path_lib.notebook presets. Fast."""
+"""path_lib.book.widgets (static HTML sliders / live ipywidgets) and path_lib.book.notebook presets. Fast."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from path_lib import notebook, widgets  # noqa: E402
+from path_lib.book import notebook, widgets  # noqa: E402
 
 
 def render(beta, length=1):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_same_device, check_tensor, check_number
+from ..validation import check_same_device, check_tensor, check_number
 
 __all__ = [
     "normalize", "householder", "householder_product", "ut_transform", "ut_transform_loop",

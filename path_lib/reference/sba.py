@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_qkv, check_scale, check_tensor
+from ..validation import check_qkv, check_scale, check_tensor
 
 __all__ = ["stick_breaking_weights", "sba_weights", "sba_attention"]
 

@@ -17,7 +17,7 @@ Every entry of :data:`CLAIMS` is a dict:
   or a dict meaning "the one element of this list whose fields equal these" (see :func:`value_at`);
   ``value`` is its value when the ledger was written (a test checks they still agree);
 * ``status``: one of :data:`STATUSES`; ``reason``: why (required unless reproduced);
-* ``awaits`` (optional): the stable record name (``path_lib.notebook.RECORDS``) of the run that will
+* ``awaits`` (optional): the stable record name (``path_lib.book.notebook.RECORDS``) of the run that will
   decide a claim that is ``"not reproduced yet"``.
 
 The records the entries point to are the ones existing when the ledger was written, kept under
@@ -294,7 +294,7 @@ CLAIMS: List[Dict] = [
               "rotation alone must eventually fail.",
      "paper_value": "a theorem",
      "ours": {"scale": "proof written out and checked in simulation at contexts 64 to 65,536; the bound is also "
-                       "evaluated row by row inside trained models (path_lib.farmass, chapter 12)",
+                       "evaluated row by row inside trained models (path_lib.experiments.farmass, chapter 12)",
               "evidence": [_CH11, "tests/test_theory.py", "tests/test_farmass.py"], "values": {}},
      "status": "reproduced", "reason": ""},
     {"id": "B-farmass-trained", "paper": "B", "section": "Analysis (stylized model)", "where": "far-mass lower bound",

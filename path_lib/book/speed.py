@@ -1,7 +1,7 @@
 """Helpers of the speed chapter (``book/part3/10_speed``): time floors, the benchmark record, profiles by phase.
 
-    from path_lib import speed
-    from path_lib.notebook import optional_record
+    from path_lib.book import speed
+    from path_lib.book.notebook import optional_record
 
     bench = speed.normalize_bench(optional_record("bench"))       # None when there is no record
     f = speed.time_floor("path", "fwd", T=4096, D=64, B=8, H=32, ceilings=bench["ceilings"])
@@ -12,10 +12,10 @@ memory bandwidth (``copy_gbs``). A computation that needs ``ops`` matrix-product
 move ``nbytes`` bytes cannot take less than ``max(ops / rate, nbytes / bandwidth)``:
 
 * operations (:func:`floor_flops`): attention's forward is FlashAttention's count
-  (:func:`path_lib.costs.flash_attention_cost`, causal, two products per tile); its backward does five
+  (:func:`path_lib.theory.costs.flash_attention_cost`, causal, two products per tile); its backward does five
   products per tile (recompute ``S = Q K^T``, ``dP = dO V^T``, ``dV = P^T dO``, ``dQ = dS K``,
   ``dK = dS^T Q``), so forward+backward is 3.5 times the forward. PaTH's forward is the segmented
-  kernel's count (:func:`path_lib.costs.path_segmented_cost`); its backward contains at least
+  kernel's count (:func:`path_lib.theory.costs.path_segmented_cost`); its backward contains at least
   attention's five products, so PaTH's forward+backward floor is its forward plus attention's backward.
 * bytes (:func:`floor_bytes`): every input read once and every output written once: q, k, v, o (and
   do, dq, dk, dv) in the 16-bit input dtype; w, beta, g (and dw, dbeta, dg) in float32.
@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import costs
+from ..theory import costs
 
 __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SHAPES", "TOKENS", "T4",
            "PHASES", "KERNEL_PHASES",
@@ -232,7 +232,7 @@ def floor_flops(kind: str, mode: str, T: int, D: int, B: int = 1, H: int = 1, *,
     Attention and FoX: FlashAttention's count; forward+backward 3.5 times the forward (five products
     per tile in the backward where the forward has two). PaTH and PaTH-FoX: the segmented kernel's
     forward count (``block_size``, ``seg_blocks``: the kernel's blocking; default
-    :func:`path_lib.costs.default_seg_blocks`); forward+backward adds attention's backward, a lower
+    :func:`path_lib.theory.costs.default_seg_blocks`); forward+backward adds attention's backward, a lower
     bound for PaTH's backward, which does at least those products.
     """
     _check_kind_mode(kind, mode)
@@ -763,7 +763,7 @@ def _grid(rec, title):
             axes[i, j].set_title(f"D = {D}, {'forward' if mode == 'fwd' else 'forward + backward'}", fontsize=9)
             axes[i, j].set_xlabel("T (log scale)", fontsize=8)
     if rec is not None and "provenance" in rec:
-        from .provenance import provenance_label
+        from ..experiments.provenance import provenance_label
         fig.suptitle(title + "\n" + provenance_label(rec).split("; command:")[0], fontsize=7)
     return fig, axes, Ds
 

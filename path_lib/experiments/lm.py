@@ -1,15 +1,15 @@
 """Language-modelling experiments on length extrapolation: train short, evaluate long, probe retrieval.
 
-    from path_lib.lm import PRESETS, run_experiment
+    from path_lib.experiments.lm import PRESETS, run_experiment
     results = run_experiment(PRESETS["tiny"], models=["NoPE", "RoPE", "PaTH"])
 
 The pieces, usable on their own:
 
 * :data:`MODELS`: name -> TinyLM keyword arguments (NoPE, RoPE, ALiBi, FoX, PaTH, PaTH-FoX and the
-  accumulated-rotation variants of :mod:`path_lib.rotations`: paper B's token-angle ``TokRot-*`` and
+  accumulated-rotation variants of :mod:`path_lib.nn.rotations`: paper B's token-angle ``TokRot-*`` and
   the earlier hidden-state ``HidRot-*``); :data:`COMPARISON_MODELS`: the nine of the recorded comparison.
 * :class:`LMConfig` and :data:`PRESETS` (``"tiny"``: CPU, the book build; ``"full"``: one H200).
-* :func:`train_model`: :func:`path_lib.train.train` (AdamW, warmup + cosine, gradient clipping, a fixed
+* :func:`train_model`: :func:`path_lib.experiments.train.train` (AdamW, warmup + cosine, gradient clipping, a fixed
   number of steps, resumable from a checkpoint); a fraction ``probe_mix`` of each batch is a passkey
   example at the training length (so the probe measures how a skill learned at the training length
   survives longer contexts). Every model with seed ``s`` sees the same batches.
@@ -20,8 +20,8 @@ The pieces, usable on their own:
   which equals exact match of greedy generation (the first wrong digit is the first place where they
   could differ).
 * :func:`run_model`: train, evaluate, probe one model (and measure its far attention mass,
-  :mod:`path_lib.farmass`); :func:`run_experiment` runs them all, for one or several seeds, and returns
-  per-run records for :func:`path_lib.train.comparison_table`.
+  :mod:`path_lib.experiments.farmass`); :func:`run_experiment` runs them all, for one or several seeds, and returns
+  per-run records for :func:`path_lib.experiments.train.comparison_table`.
 * :data:`PAPER_B_RATIOS`, :data:`PAPER_A_CURVES`: the papers' numbers and statements, for side-by-side
   tables, always labelled as the papers'.
 """
@@ -36,9 +36,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-from . import rotations  # noqa: F401  (registers the rotation variants)
+from ..nn import rotations  # noqa: F401  (registers the rotation variants)
 from .corpus import Corpus, encode, load_stdlib_corpus, sample_windows
-from .layers import TinyLM
+from ..nn.model import TinyLM
 from .train import TrainConfig, run_record, train
 
 __all__ = ["MODELS", "COMPARISON_MODELS", "LEGACY_MODEL_NAMES", "LMConfig", "PRESETS", "PAPER_B_RATIOS",
@@ -114,7 +114,7 @@ class LMConfig:
     train_seconds: Optional[float] = None   # if set: steps = min(steps, budget / slowest model's step)
     path_block_size_train: int = 64
     path_block_size_eval: int = 64
-    far_mass_windows: int = 0                # > 0: measure far attention mass (path_lib.farmass) after training
+    far_mass_windows: int = 0                # > 0: measure far attention mass (path_lib.experiments.farmass) after training
     far_mass_distance: Optional[int] = None  # M (default train_len // 2)
 
 
@@ -173,7 +173,7 @@ def build_model(name: str, cfg: LMConfig, *, device="cpu", path_backend_name: st
 
 def token_sigma_min(train_len: int) -> float:
     """The slowest block's angle scale for the token-angle rotations: its mixing window
-    ``2 / sigma^2`` (:func:`path_lib.rotations.mixing_windows`) is half the training length, so every
+    ``2 / sigma^2`` (:func:`path_lib.nn.rotations.mixing_windows`) is half the training length, so every
     block has mixed within the contexts seen in training (the fastest, ``sigma = 1``, in 2 tokens)."""
     return min(1.0, math.sqrt(2.0 / max(1.0, train_len / 2)))
 
@@ -278,7 +278,7 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
                 deadline: Optional[float] = None, checkpoint_path: Optional[str] = None,
                 stop_after_steps: Optional[int] = None) -> dict:
     """Train ``model`` for ``steps`` (default ``cfg.steps``) AdamW steps on ``corpus.train`` with
-    :func:`path_lib.train.train` (warm-up, cosine to 0.1 x lr, clipping; data generator seeded
+    :func:`path_lib.experiments.train.train` (warm-up, cosine to 0.1 x lr, clipping; data generator seeded
     ``cfg.seed + 1``, so every model with the same seed sees the same batches).
 
     ``deadline`` (a ``time.time()`` value) / ``stop_after_steps``: stop without changing the schedule;
@@ -387,14 +387,14 @@ def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="c
               stop_after_steps: Optional[int] = None, eval_guard: Optional[Callable] = None) -> dict:
     """Train model ``name`` for ``steps`` steps, evaluate it at ``cfg.eval_mults`` x ``train_len``, probe
     it at ``cfg.probe_mults`` x ``train_len`` and (``cfg.far_mass_windows > 0``) measure its far
-    attention mass at the evaluation lengths (:func:`path_lib.farmass.far_mass_by_length`).
+    attention mass at the evaluation lengths (:func:`path_lib.experiments.farmass.far_mass_by_length`).
 
     ``deadline`` / ``stop_after_steps`` stop training without changing the schedule; with
     ``checkpoint_path`` a later call resumes there. An incomplete run is returned without evaluation.
     ``eval_guard``: a context-manager factory held around the evaluation (e.g. a slot lock that keeps
     the memory-hungry long-context evaluations of parallel processes from running all at once).
     Returns ``{"model", "params", "seed", "complete", "train", "eval" (with "ratio": ppl(L) / ppl(train_len)),
-    "probe", "far_mass", "eval_seconds", "record"}`` (``record``: :func:`path_lib.train.run_record`).
+    "probe", "far_mass", "eval_seconds", "record"}`` (``record``: :func:`path_lib.experiments.train.run_record`).
     """
     seed = cfg.seed if seed is None else seed
     model = build_model(name, cfg, device=device, path_backend_name=path_backend_name, seed=seed)
@@ -476,7 +476,7 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
     ``seeds``: train each model once per seed (default ``[cfg.seed]``).
     ``workers > 1`` trains the runs in that many parallel processes sharing the device; ``deadline_s``
     then stops training after that many seconds as a safety (the run's record is then incomplete and
-    :func:`path_lib.train.comparison_table` refuses it).
+    :func:`path_lib.experiments.train.comparison_table` refuses it).
     ``on_model_done(results_so_far)`` is called after each run (to save partial results).
     Returns ``{"config", "corpus", "device", "path_backend", "steps", "seeds", "step_seconds", "workers",
     "models": {name: run of the first seed}, "runs": [every run], "records": [every run's record]}``.
@@ -572,7 +572,7 @@ def ratio_table(res: dict, *, which: str = "ratio") -> str:
 def seed_curves(records: Sequence[dict], prefix: str = "ratio", *, min_seeds: int = 3,
                 models: Optional[Sequence[str]] = None) -> Dict[str, dict]:
     """``{model: {"mults", "mean", "std", "min", "max"}}`` of the metrics ``<prefix>_<m>x`` across seeds,
-    through :func:`path_lib.train.comparison_table` (so it refuses unequal runs the same way)."""
+    through :func:`path_lib.experiments.train.comparison_table` (so it refuses unequal runs the same way)."""
     from .train import comparison_table
     keys = sorted({k for r in records for k in r["metrics"] if k.startswith(prefix + "_") and k.endswith("x")},
                   key=lambda k: int(k[len(prefix) + 1:-1]))

@@ -2,7 +2,7 @@
 
 One call, two behaviours::
 
-    from path_lib.widgets import interactive_figure
+    from path_lib.book.widgets import interactive_figure
 
     def render(beta, length):
         fig, ax = plt.subplots(figsize=(4, 3))

@@ -14,7 +14,7 @@ __all__ = ["provenance", "write_result", "read_result", "provenance_label"]
 
 
 def _git_commit() -> str:
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]      # the checkout (this file: path_lib/experiments/provenance.py)
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
         commit = out.stdout.strip() or "unknown"

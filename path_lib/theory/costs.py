@@ -102,7 +102,7 @@ def ut_solve_flops(L: int) -> int:
     """Operations of the forward substitution for the ``L x L`` UT matrix ``T = (I + A)^{-1} diag(beta)``.
 
     Row ``r`` is ``beta_r e_r - sum_{s<r} A_rs T_s`` with rows of length ``L``
-    (:func:`path_lib.householder.ut_transform_loop`): ``r`` multiply-adds of length ``L``, so
+    (:func:`path_lib.reference.householder.ut_transform_loop`): ``r`` multiply-adds of length ``L``, so
     ``2 L * L (L - 1) / 2 = L^2 (L - 1)`` operations. (Skipping the known zeros would save a third.)
     """
     return L * L * (L - 1)

@@ -1,10 +1,13 @@
 """Small helpers for the book's notebooks: device, size presets, recorded GPU results.
 
-    from path_lib.notebook import DEVICE, pick_preset, load_result, show_provenance
+    from path_lib.book.notebook import DEVICE, pick_preset, load_result, show_provenance
 
     cfg = pick_preset(tiny=dict(T=64, steps=200), full=dict(T=1024, steps=5000))
     bench = load_record("bench")          # the current speed record, by its stable name (RECORDS)
     show_provenance(bench)                # prints the "Recorded run: ..." label
+
+``device`` and ``pick_preset`` are the library's (:mod:`path_lib.experiments.hardware`), here so that a
+chapter imports its helpers from one place.
 """
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ import os
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Optional, TypeVar
+from typing import Optional
 
-from .provenance import provenance_label
+from ..experiments.hardware import device, pick_preset
+from ..experiments.provenance import provenance_label
 
 __all__ = ["REPOSITORY", "BRANCH", "RECORDS", "DEFAULT_RECORDS_BASE", "DEVICE", "device", "pick_preset",
            "repo_root", "records_base", "record_path", "load_result", "load_record", "optional_result",
@@ -26,35 +30,12 @@ __all__ = ["REPOSITORY", "BRANCH", "RECORDS", "DEFAULT_RECORDS_BASE", "DEVICE", 
 REPOSITORY = "https://github.com/path-attention/path-book"
 BRANCH = "main"
 
-P = TypeVar("P")
-
-
-def device() -> str:
-    """``"cuda"`` when a CUDA device is visible, else ``"cpu"``."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 DEVICE = device()
-
-
-def pick_preset(tiny: P, full: P) -> P:
-    """The ``full`` preset on a CUDA machine, the ``tiny`` one on CPU (the book build, laptops).
-
-    ``PATH_BOOK_PRESET=tiny`` or ``=full`` forces a choice (e.g. a quick look on a GPU).
-    """
-    forced = os.environ.get("PATH_BOOK_PRESET", "").strip().lower()
-    if forced in ("tiny", "full"):
-        return tiny if forced == "tiny" else full
-    if forced:
-        raise ValueError(f"PATH_BOOK_PRESET must be 'tiny' or 'full', got {forced!r}")
-    return full if device() == "cuda" else tiny
 
 
 def repo_root() -> Optional[Path]:
     """The repository checkout this path_lib was imported from, or None (pip-installed, e.g. Colab)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     return root if (root / "_toc.yml").exists() and (root / "path_lib").is_dir() else None
 
 

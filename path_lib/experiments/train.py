@@ -1,9 +1,9 @@
 """One training loop for every chapter: AdamW, linear warm-up then cosine decay, gradient clipping,
 periodic evaluation, optional checkpoints, a tqdm bar, seeds, JSON results with provenance.
 
-    from path_lib.layers import TinyLM
-    from path_lib.tasks import flip_flop
-    from path_lib.train import TrainConfig, train, task_preset, PRESETS
+    from path_lib.nn.model import TinyLM
+    from path_lib.experiments.tasks import flip_flop
+    from path_lib.experiments.train import TrainConfig, train, task_preset, PRESETS
 
     p = task_preset("flip_flop")                 # tiny on CPU, full on a GPU (hardware())
     sample = lambda step, gen: flip_flop(p.batch_size, generator=gen, **p.task)[:2]
@@ -28,6 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .hardware import hardware
 from .provenance import write_result
 
 __all__ = [
@@ -118,13 +119,6 @@ PRESETS: Dict[str, Dict[str, Preset]] = {
                         dict(length=768, n_keys=32, n_pairs=256), eval_batch_size=128, eval_batches=4),
     },
 }
-
-
-def hardware() -> str:
-    """``"full"`` on a CUDA machine, ``"tiny"`` otherwise; ``PATH_BOOK_PRESET=tiny|full`` overrides
-    (the book-wide rule of :func:`path_lib.notebook.pick_preset`)."""
-    from .notebook import pick_preset
-    return pick_preset(tiny="tiny", full="full")
 
 
 def task_preset(task: str, which: Optional[str] = None) -> Preset:
@@ -520,7 +514,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
 
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
-    """Write a result dict as JSON with a provenance block (:func:`path_lib.provenance.write_result`)."""
+    """Write a result dict as JSON with a provenance block (:func:`path_lib.experiments.provenance.write_result`)."""
     return write_result(path, result, command=command)
 
 
@@ -722,7 +716,7 @@ def train_task(task: str, attention: str, preset: Preset, *, device=None, progre
     ``seed`` (default ``preset.config.seed``) seeds the initialisation and the data: runs of different
     models with the same seed see the same batches. ``checkpoint_path``, ``deadline``,
     ``stop_after_steps``: a resumable run (see :func:`train`)."""
-    from .layers import TinyLM
+    from ..nn.model import TinyLM
     from .tasks import make_task
 
     if seed is not None:

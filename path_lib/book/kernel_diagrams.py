@@ -1,6 +1,6 @@
 """Diagrams and small helpers for the kernel chapter (book/part3/07_kernel.ipynb).
 
-    from path_lib.kernel_diagrams import tile_phases, tile_grid_figure, segment_figure
+    from path_lib.book.kernel_diagrams import tile_phases, tile_grid_figure, segment_figure
 
     phases = tile_phases(T=1000, BT=64, SB=4)     # [NB, NB]: which loop computes each tile
     fig = tile_grid_figure(1000, 64, 4)           # the causal grid of tiles, coloured by that

@@ -5,7 +5,7 @@ keys farther than ``M`` tokens:
 
     rho_M(i) = sum_{j : i - j > M} a_ij        (a_i: the head's attention row, sum_j a_ij = 1 for softmax).
 
-Paper B's far-mass theorem (chapter 11, :func:`path_lib.theory.far_mass_bound`) says: if every logit
+Paper B's far-mass theorem (chapter 11, :func:`path_lib.theory.decoherence.far_mass_bound`) says: if every logit
 of the row lies in ``[-lambda, lambda]``, then ``rho >= M_L / (M_L + K e^{2 lambda})`` with ``K`` near
 and ``M_L`` far keys. Softmax does not change when a constant is added to a row, so the theorem applies
 to the row shifted to be centred: ``lambda = (max_j logit_ij - min_j logit_ij) / 2``. That is the
@@ -13,12 +13,12 @@ to the row shifted to be centred: ``lambda = (max_j logit_ij - min_j logit_ij) /
 (``M_L = i - M``). The bound is a worst case; the measurement says where a trained model actually is.
 
 The measurement uses the LAST query of each window (its row covers the whole context), for every layer
-and head of a :class:`path_lib.layers.TinyLM`: the input of each attention layer is captured with a
+and head of a :class:`path_lib.nn.model.TinyLM`: the input of each attention layer is captured with a
 forward pre-hook, and the row is recomputed from it with the layer's own parameters, kind by kind
 (PaTH's keys are moved to the last position with :func:`path_lib.decoding.keys_to_end`, linear in T).
 Stick-breaking attention (SBA) has no softmax: its far mass is measured, the bound does not apply.
 
-    from path_lib.farmass import far_mass_by_length
+    from path_lib.experiments.farmass import far_mass_by_length
     fm = far_mass_by_length(model, corpus.val, [64, 128, 256], distance=32, n_windows=8)
     fm["far_mass"]     # [n_layers, n_heads, n_lengths], mean over windows
     fm["bound"]        # the same shape: the chapter 11 lower bound with each row's own lambda
@@ -32,13 +32,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import theory
-from .attention import apply_rope
-from .decoding import keys_to_end
-from .layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention, SBAAttention,
-                     TinyLM)
-from .rotations import RandomRotationAttention, TokenRotationAttention, rotate_pairs
-from .sba import stick_breaking_weights
+from ..theory import decoherence as theory
+from ..reference.attention import apply_rope
+from ..decoding import keys_to_end
+from ..nn.layers import ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention, SBAAttention
+from ..nn.model import TinyLM
+from ..nn.rotations import RandomRotationAttention, TokenRotationAttention, rotate_pairs
+from ..reference.sba import stick_breaking_weights
 
 __all__ = ["last_query_row", "attention_inputs", "far_mass", "far_mass_by_length", "far_mass_table",
            "far_mass_over_seeds"]
@@ -58,7 +58,7 @@ def last_query_row(layer, x: torch.Tensor, token_ids: Optional[torch.Tensor] = N
     """The attention row of the last query of each sequence, recomputed from the layer's input.
 
     Args:
-        layer: an attention layer of :mod:`path_lib.layers` / :mod:`path_lib.rotations`.
+        layer: an attention layer of :mod:`path_lib.nn.layers` / :mod:`path_lib.nn.rotations`.
         x: its input ``[B, T, d_model]`` (after the block's norm).
         token_ids: ``[B, T]`` for the token-angle rotations.
     Returns:
@@ -186,7 +186,7 @@ def far_mass_by_length(model: TinyLM, data: torch.Tensor, lengths: Sequence[int]
     """Far mass as a function of the context length, on held-out bytes.
 
     Windows of each length end at the same positions of ``data`` (seeded, the same for every model and
-    every length, as in :func:`path_lib.lm.evaluate_lengths`); the query is the last byte of a window.
+    every length, as in :func:`path_lib.experiments.lm.evaluate_lengths`); the query is the last byte of a window.
 
     Args:
         model: a trained byte-level :class:`TinyLM`.
@@ -244,7 +244,7 @@ def far_mass_table(results: Dict[str, Dict], *, fmt: str = "{:.3f}") -> str:
 
 
 def far_mass_over_seeds(runs: Sequence[Dict]) -> Dict[str, Dict]:
-    """Far mass of the runs of :func:`path_lib.lm.run_experiment` (``run["far_mass"]``), per model across
+    """Far mass of the runs of :func:`path_lib.experiments.lm.run_experiment` (``run["far_mass"]``), per model across
     seeds: ``{model: {"lengths", "mean", "min", "max" (over seeds of the layer-and-head mean), "bound"
     (mean over seeds, layers and heads of the row bound; NaN for SBA), "bound_max" (largest over
     layers, heads and seeds), "violations"}}``."""

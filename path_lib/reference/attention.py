@@ -12,7 +12,8 @@ outputs ``[B, T, Hq, Dv]``. Causal everywhere. With ``H_t = I - beta_t w_t w_t^T
 * ``"parallel"``: the UT all-pairs form over the whole sequence (``O(T^3)`` for the UT solve).
 * ``"blockwise"``: the FlashAttention-style algorithm of the kernel, in plain PyTorch: per-block UT
   transforms, boundary-adjusted queries and keys, a right-to-left scan over key blocks with an
-  online softmax.
+  online softmax. It lives in :mod:`path_lib.blockwise.mirror`; this module checks the arguments and
+  dispatches to it.
 
 They compute in float64 when q is float64 and in float32 otherwise; the output has q's dtype.
 """
@@ -23,11 +24,11 @@ from typing import Optional
 
 import torch
 
-from ._checks import (check_block_size, check_bool, check_choice, check_finite, check_int, check_log_gate,
-                      check_number, check_path_params, check_qkv, check_same_device, check_scale,
-                      check_tensor, PARAM_DTYPES)
-from .householder import (_boundary_adjusted_keys, _boundary_adjusted_queries, _householder,
-                          _ut_transform)
+from ..blockwise.mirror import blockwise_path
+from ..validation import (check_block_size, check_bool, check_choice, check_finite, check_int, check_log_gate,
+                          check_number, check_path_params, check_qkv, check_same_device, check_scale,
+                          check_tensor, PARAM_DTYPES)
+from .householder import _householder, _ut_transform
 
 __all__ = [
     "path_attention", "path_logits", "softmax_attention", "rope_attention", "apply_rope",
@@ -143,59 +144,6 @@ def path_logits(q, k, w, beta, g=None, *, scale=None, impl: str = "parallel",
 
 
 # ----------------------------------------------------------------------------------------------
-# blockwise mirror of the kernel
-# ----------------------------------------------------------------------------------------------
-
-def _blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size):
-    """The kernel's algorithm in PyTorch. Heads-first inputs; G ``[B, H, T]`` cumulative log gates or None.
-
-    1. per key block j: its UT matrix T_j and keys moved to the block's end, K->_j;
-    2. per query block i: the diagonal block by the intra-block all-pairs form, then queries moved to
-       the block's start, Q~ = Q<-_i, and a right-to-left scan over key blocks j = i-1, ..., 0:
-       logits Q~ K->_j^T, an online-softmax update, and Q~ <- Q~ (I - W_j^T T_j W_j).
-    """
-    B, H, T, D = qh.shape
-    if T == 0:
-        return vh.clone()                                   # [B, H, 0, Dv]
-    starts = list(range(0, T, block_size))
-    spans = [(s, min(s + block_size, T)) for s in starts]
-    Ts = [_ut_transform(wh[:, :, s:e], bh[:, :, s:e]) for s, e in spans]
-    K_end = [_boundary_adjusted_keys(kh[:, :, s:e], wh[:, :, s:e], Tj) for (s, e), Tj in zip(spans, Ts)]
-    TW = [Tj @ wh[:, :, s:e] for (s, e), Tj in zip(spans, Ts)]  # T_j W_j, [B, H, L, D]
-
-    outs = []
-    for i, (s, e) in enumerate(spans):
-        Qi, Ki, Wi = qh[:, :, s:e], kh[:, :, s:e], wh[:, :, s:e]
-        # diagonal block: all pairs inside the block
-        S = torch.tril(Qi @ Ki.transpose(-1, -2)) - torch.tril(Qi @ Wi.transpose(-1, -2)) @ Ts[i] @ \
-            torch.tril(Wi @ Ki.transpose(-1, -2), diagonal=-1)
-        logits = scale * S
-        if G is not None:
-            logits = logits + G[:, :, s:e, None] - G[:, :, None, s:e]
-        logits = logits.masked_fill(~_causal_mask(e - s, qh.device), float("-inf"))
-        m = logits.amax(dim=-1)
-        p = torch.exp(logits - m[..., None])
-        l = p.sum(dim=-1)
-        acc = p @ vh[:, :, s:e]
-        # off-diagonal blocks, right to left
-        Q_tilde = _boundary_adjusted_queries(Qi, Wi, Ts[i])
-        for j in range(i - 1, -1, -1):
-            sj, ej = spans[j]
-            logits = scale * (Q_tilde @ K_end[j].transpose(-1, -2))
-            if G is not None:
-                logits = logits + G[:, :, s:e, None] - G[:, :, None, sj:ej]
-            m_new = torch.maximum(m, logits.amax(dim=-1))
-            alpha = torch.exp(m - m_new)
-            p = torch.exp(logits - m_new[..., None])
-            l = l * alpha + p.sum(dim=-1)
-            acc = acc * alpha[..., None] + p @ vh[:, :, sj:ej]
-            m = m_new
-            Q_tilde = Q_tilde - (Q_tilde @ wh[:, :, sj:ej].transpose(-1, -2)) @ TW[j]
-        outs.append(acc / l[..., None])
-    return torch.cat(outs, dim=2)
-
-
-# ----------------------------------------------------------------------------------------------
 # public entry points
 # ----------------------------------------------------------------------------------------------
 
@@ -211,7 +159,8 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwi
         beta: ``[B, T, Hk]`` strengths in [0, 2], float32 (or float64).
         g: optional ``[B, T, Hq]`` log forget gates (<= 0), added unscaled: ``+ G_i - G_j``.
         scale: logit scale, default ``D ** -0.5``.
-        impl: ``"explicit"`` (ground truth), ``"parallel"`` (UT all-pairs) or ``"blockwise"``.
+        impl: ``"explicit"`` (ground truth), ``"parallel"`` (UT all-pairs) or ``"blockwise"``
+            (:func:`path_lib.blockwise.mirror.blockwise_path`, the kernels' algorithm).
         block_size: block length of the blockwise algorithm.
         check_values: also check values (finite, beta range, unit w); shapes and dtypes always are.
     Returns:
@@ -222,7 +171,7 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwi
     qh, kh, vh, wh, bh, scale, dt = _prepare(q, k, v, w, beta, g, scale, check_values)
     if impl == "blockwise":
         G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
-        return _finish(_blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size), q)
+        return _finish(blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size), q)
     S = (_explicit_scores if impl == "explicit" else _parallel_scores)(qh, kh, wh, bh) * scale
     if g is not None:
         S = S + _gate_bias(g, dt)

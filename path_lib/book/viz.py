@@ -1,6 +1,6 @@
 """Small plotting helpers shared by the book's chapters (matplotlib only, no styling magic).
 
-    from path_lib.viz import attention_heatmap, attention_grid, plot_complex, causal_softmax
+    from path_lib.book.viz import attention_heatmap, attention_grid, plot_complex, causal_softmax
 
     fig = attention_grid({"NoPE": P0, "PaTH": P1}, ncols=2)     # P: [T, T] attention weights
     fig, ax = plt.subplots(); plot_complex(ax, torch.linalg.eigvals(M))

@@ -1,4 +1,13 @@
-"""Input validation shared by every public entry point.
+"""Argument checks shared by every public entry point of path_lib and of the kernels (``kernels/``).
+
+A public module: new code that validates input uses these checks rather than writing its own, so
+that every entry point refuses bad input with the same kind of message. ``__all__`` lists them:
+
+    check_tensor, check_device, check_same_device, check_finite      any tensor argument
+    check_qkv, check_path_params, check_scale, check_block_size      the attention layout (q, k, v, w, beta, g)
+    check_beta_range, check_unit_rows, check_log_gate                 PaTH's value conditions
+    check_bool, check_int, check_number, check_choice, check_tokens  plain arguments
+    dtype_name, FLOAT_DTYPES, PARAM_DTYPES, UNIT_NORM_TOL             helpers and constants
 
 Every check raises a ``TypeError`` (wrong Python type or dtype) or a ``ValueError`` (shape, range,
 device, non-finite values, unsupported sizes) whose message names the offending argument, so that bad
@@ -15,12 +24,24 @@ from typing import Optional, Sequence
 
 import torch
 
+__all__ = [
+    "FLOAT_DTYPES", "PARAM_DTYPES", "UNIT_NORM_TOL", "dtype_name",
+    "check_device", "check_same_device", "check_finite", "check_tensor",
+    "check_beta_range", "check_unit_rows", "check_log_gate", "check_scale",
+    "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
+    "check_qkv", "check_path_params", "check_block_size",
+]
+
+#: dtypes accepted for q, k, v
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+#: dtypes accepted for w, beta, g (the per-token parameters)
 PARAM_DTYPES = (torch.float32, torch.float64)
+#: how far ``||w_t||`` may be from 1 before :func:`check_unit_rows` refuses w
 UNIT_NORM_TOL = 1e-3
 
 
-def _name_dtype(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"`` (for messages)."""
     return str(dtype).replace("torch.", "")
 
 
@@ -31,11 +52,13 @@ def check_device(x: torch.Tensor, name: str) -> None:
 
 
 def check_same_device(x: Optional[torch.Tensor], name: str, ref: torch.Tensor, ref_name: str = "q") -> None:
+    """``x`` (None is allowed) must be on ``ref``'s device."""
     if x is not None and x.device != ref.device:
         raise ValueError(f"{name} must be on the same device as {ref_name} ({ref.device}), got {x.device}")
 
 
 def check_finite(x: torch.Tensor, name: str) -> None:
+    """No NaN or infinite entry (reads the values: a host sync on a GPU)."""
     if x.numel() > 0 and not bool(torch.isfinite(x.detach()).all()):
         raise ValueError(f"{name} contains NaN or infinite values")
 
@@ -48,8 +71,8 @@ def check_tensor(x, name: str, *, ndim: Optional[int] = None,
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     check_device(x, name)
     if x.dtype not in dtypes:
-        allowed = ", ".join(_name_dtype(d) for d in dtypes)
-        raise TypeError(f"{name} must have dtype in ({allowed}), got {_name_dtype(x.dtype)}")
+        allowed = ", ".join(dtype_name(d) for d in dtypes)
+        raise TypeError(f"{name} must have dtype in ({allowed}), got {dtype_name(x.dtype)}")
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
     if finite:
@@ -72,10 +95,11 @@ def check_unit_rows(w: torch.Tensor, name: str = "w", tol: float = UNIT_NORM_TOL
     err = (w.detach().double().norm(dim=-1) - 1).abs().max()
     if float(err) > tol:
         raise ValueError(f"{name} must be L2-normalised along the last dimension "
-                         f"(max | ||{name}|| - 1 | = {float(err):.3g}); use path_lib.householder.normalize")
+                         f"(max | ||{name}|| - 1 | = {float(err):.3g}); use path_lib.reference.householder.normalize")
 
 
 def check_log_gate(g: torch.Tensor, name: str = "g") -> None:
+    """A log forget gate is <= 0 (the gate itself lies in (0, 1])."""
     if g.numel() and bool((g.detach() > 0).any()):
         raise ValueError(f"{name} is a log forget gate and must be <= 0 (use torch.nn.functional.logsigmoid)")
 
@@ -97,7 +121,7 @@ def check_scale(scale, head_dim: int) -> float:
         if scale.numel() != 1:
             raise ValueError(f"scale must be a scalar, got a tensor of shape {tuple(scale.shape)}")
         if not (scale.dtype.is_floating_point or scale.dtype in (torch.int32, torch.int64)):
-            raise TypeError(f"scale must be a float, got a {_name_dtype(scale.dtype)} tensor")
+            raise TypeError(f"scale must be a float, got a {dtype_name(scale.dtype)} tensor")
         scale = float(scale)
     if not isinstance(scale, (int, float)) or isinstance(scale, bool):
         raise TypeError(f"scale must be a float, got {type(scale).__name__}")
@@ -107,12 +131,14 @@ def check_scale(scale, head_dim: int) -> float:
 
 
 def check_bool(value, name: str) -> bool:
+    """A real bool (not 0/1, not a tensor); returned unchanged."""
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
 
 
 def check_int(value, name: str, *, minimum: Optional[int] = None) -> int:
+    """A Python int (not a bool), at least ``minimum`` when given; returned unchanged."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if minimum is not None and value < minimum:
@@ -121,6 +147,7 @@ def check_int(value, name: str, *, minimum: Optional[int] = None) -> int:
 
 
 def check_number(value, name: str, *, positive: bool = False) -> float:
+    """A finite Python int or float (not a bool or tensor), > 0 when ``positive``; returned as float."""
     if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{name} must be a float, got {type(value).__name__}")
     if not math.isfinite(value) or (positive and value <= 0):
@@ -138,8 +165,8 @@ def check_qkv(q, k, v, *, head_dims: Optional[Sequence[int]] = None, finite: boo
     check_tensor(k, "k", ndim=4, finite=False)
     check_tensor(v, "v", ndim=4, finite=False)
     if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share one dtype, got {_name_dtype(q.dtype)}, "
-                        f"{_name_dtype(k.dtype)}, {_name_dtype(v.dtype)}")
+        raise TypeError(f"q, k, v must share one dtype, got {dtype_name(q.dtype)}, "
+                        f"{dtype_name(k.dtype)}, {dtype_name(v.dtype)}")
     check_same_device(k, "k", q)
     check_same_device(v, "v", q)
     B, T, Hq, D = q.shape
@@ -199,6 +226,7 @@ def check_path_params(q, k, w, beta, g=None, *, param_dtypes=PARAM_DTYPES, check
 
 
 def check_block_size(block_size) -> int:
+    """A block length: an int >= 1; returned unchanged."""
     if not isinstance(block_size, int) or isinstance(block_size, bool):
         raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
     if block_size < 1:
@@ -207,6 +235,7 @@ def check_block_size(block_size) -> int:
 
 
 def check_choice(value, name: str, choices: Sequence[str]) -> str:
+    """A str among ``choices``; returned unchanged."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, one of {tuple(choices)}, got {type(value).__name__}")
     if value not in choices:

@@ -17,7 +17,7 @@ and, when values are transported along the same route (``rotate_values=True``),
 
 (values moved to a common frame, mixed, and the output rotated back into the query's frame).
 
-Two families of variants are registered with :func:`path_lib.layers.register_attention`.
+Two families of variants are registered with :func:`path_lib.nn.layers.register_attention`.
 
 **Token-angle rotations (paper B's form).** The step of a token depends on the token only: a table
 ``theta[v, h, m] = sigma_m * z[v, h, m]`` of per-token, per-head, per-block angles, ``z ~ N(0, 1)``
@@ -51,8 +51,8 @@ import math
 import torch
 import torch.nn as nn
 
-from ._checks import check_tensor
-from .attention import softmax_attention
+from ..validation import check_tensor
+from ..reference.attention import softmax_attention
 from .layers import AttentionLayer, _check_state, register_attention
 
 __all__ = ["rotate_pairs", "cumulative_angles", "block_rotation_matrix", "accumulated_rotation_attention",

@@ -1,0 +1,326 @@
+"""The package layout's rules, read from the source (AST), so that a new module cannot break them quietly.
+
+* The library (every module of ``path_lib`` outside ``path_lib/book``, and ``kernels``) never imports
+  ``path_lib.book``: the book's helpers need IPython / yaml / matplotlib / ipywidgets (the ``book``
+  extra), the library does not.
+* A private module (``path_lib.<...>._name``) is imported only from inside its own subpackage, by any
+  code of the repository (library, kernels, tests, benchmarks, experiments, scripts, chapters).
+* Imports point down the layers: book -> experiments -> nn -> decoding / kernels -> reference / blockwise
+  -> validation (theory, like validation, imports nothing of path_lib).
+* No package attribute shadows a submodule (``path_lib.reference.householder`` is the module), no
+  module is left at an old flat name, and pyproject lists every package and the ``book`` extra.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import pkgutil
+import tomllib
+import types
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".variants", ".pytest_cache", ".hypothesis",
+             ".jupyter_cache", "node_modules", ".ipynb_checkpoints"}
+BOOK_ONLY = {"IPython": "ipython", "yaml": "pyyaml", "matplotlib": "matplotlib", "ipywidgets": "ipywidgets"}
+
+
+# ----------------------------------------------------------------------------------------------
+# reading imports
+# ----------------------------------------------------------------------------------------------
+
+def module_name(path: Path) -> Tuple[Optional[str], bool]:
+    """Dotted name of a file of ``path_lib`` or ``kernels`` (None for scripts and tests), and whether it
+    is a package's ``__init__``."""
+    rel = path.resolve().relative_to(ROOT).with_suffix("")
+    if rel.parts[0] not in ("path_lib", "kernels"):
+        return None, False
+    if rel.name == "__init__":
+        return ".".join(rel.parts[:-1]), True
+    return ".".join(rel.parts), False
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package file of this repository."""
+    base = ROOT.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def imported_modules(source: str, module: Optional[str], is_package: bool) -> Iterator[Tuple[int, str]]:
+    """``(line, absolute module)`` for every import anywhere in ``source`` (also inside functions).
+
+    ``from X import a`` yields ``X`` and, when ``X.a`` is a module of the repository, ``X.a``; relative
+    imports are resolved against ``module`` (the importing module's dotted name)."""
+    package = module if is_package else (module.rsplit(".", 1)[0] if module and "." in module else None)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if package is None:
+                    continue
+                parts = package.split(".")
+                if node.level - 1 >= len(parts):
+                    continue
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            yield node.lineno, base
+            for a in node.names:
+                if a.name != "*" and _is_module(f"{base}.{a.name}"):
+                    yield node.lineno, f"{base}.{a.name}"
+
+
+def private_owner(dotted: str) -> Optional[str]:
+    """For ``path_lib.x._y(.z)``: the package that owns the private module (``path_lib.x``); else None."""
+    parts = dotted.split(".")
+    if parts[0] != "path_lib":
+        return None
+    for i, p in enumerate(parts[1:], start=1):
+        if p.startswith("_") and not (p.startswith("__") and p.endswith("__")):
+            return ".".join(parts[:i])
+    return None
+
+
+def violations(source: str, module: Optional[str], is_package: bool, *, library: bool) -> List[str]:
+    """Broken layout rules in one module's source (``library``: it may not import path_lib.book)."""
+    out = []
+    for line, target in imported_modules(source, module, is_package):
+        if library and (target == "path_lib.book" or target.startswith("path_lib.book.")):
+            out.append(f"line {line}: imports {target} (the library may not import the book's helpers)")
+        owner = private_owner(target)
+        if owner is not None and not (module or "").startswith(owner + "."):
+            out.append(f"line {line}: imports the private module {target} from outside {owner}")
+        if library and target.split(".")[0] in BOOK_ONLY:
+            out.append(f"line {line}: imports {target}, a dependency of the book extra only")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the files
+# ----------------------------------------------------------------------------------------------
+
+def _files(suffix: str) -> List[Path]:
+    return sorted(p for p in ROOT.rglob(f"*{suffix}")
+                  if not (set(p.relative_to(ROOT).parts) & SKIP_DIRS) and p.is_file())
+
+
+def library_files() -> List[Path]:
+    return [p for p in _files(".py") if p.relative_to(ROOT).parts[0] in ("path_lib", "kernels")
+            and p.relative_to(ROOT).parts[:2] != ("path_lib", "book")]
+
+
+def notebook_code(path: Path) -> str:
+    """A chapter's code cells as one Python source (IPython magics blanked)."""
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    lines = "\n".join("".join(c["source"]) for c in cells).split("\n")
+    return "\n".join("pass" if ln.lstrip().startswith(("%", "!")) else ln for ln in lines)
+
+
+def test_the_checker_finds_what_it_must():
+    """The rules' checker itself, on small sources (each case would pass if the checker were broken)."""
+    assert violations("from path_lib.book import notebook\n", "path_lib.nn.layers", False, library=True)
+    assert violations("from ..book.notebook import pick_preset\n", "path_lib.experiments.train", False,
+                      library=True)
+    assert violations("def f():\n    import path_lib.book.speed\n", "kernels.teaching", False, library=True)
+    assert violations("import matplotlib.pyplot as plt\n", "path_lib.theory.costs", False, library=True)
+    assert not violations("from path_lib.book import notebook\n", None, False, library=False)
+    # private modules: kernels._path is kernels' own; path_lib's would be refused from outside
+    assert private_owner("path_lib.blockwise._segments") == "path_lib.blockwise"
+    assert private_owner("path_lib.reference.householder") is None
+    assert private_owner("path_lib.__init__") is None
+    assert violations("from path_lib.blockwise._segments import x\n", "path_lib.nn.layers", False, library=True)
+    assert violations("from path_lib.blockwise._segments import x\n", None, False, library=False)
+    assert not violations("from ._segments import x\n", "path_lib.blockwise.mirror", False, library=True)
+    assert not violations("from .validation import check_tensor\nfrom .nn import layers\n", "path_lib", True,
+                          library=True)
+    # relative imports resolve against the importing module
+    assert [t for _, t in imported_modules("from ..validation import check_int\n", "path_lib.nn.model", False)] \
+        == ["path_lib.validation"]
+    assert ("path_lib.nn.layers" in
+            [t for _, t in imported_modules("from . import layers\n", "path_lib.nn.model", False)])
+
+
+def test_library_imports_neither_the_book_nor_private_modules_of_other_subpackages():
+    files = library_files()
+    assert len(files) >= 25 and any(p.name == "validation.py" for p in files)
+    bad = []
+    for p in files:
+        mod, pkg = module_name(p)
+        bad += [f"{p.relative_to(ROOT)}: {v}" for v in violations(p.read_text(), mod, pkg, library=True)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_code_imports_a_private_path_lib_module_from_outside_its_subpackage():
+    """Tests, benchmarks, experiments, scripts, the book's helpers and the chapters too."""
+    sources = [(p, p.read_text()) for p in _files(".py")]
+    sources += [(p, notebook_code(p)) for p in _files(".ipynb")]
+    assert any(p.suffix == ".ipynb" for p, _ in sources)
+    bad = []
+    for p, src in sources:
+        mod, pkg = module_name(p) if p.suffix == ".py" else (None, False)
+        bad += [f"{p.relative_to(ROOT)}: {v}" for v in violations(src, mod, pkg, library=False)]
+    assert not bad, "\n".join(bad)
+
+
+#: each part's layer: a module imports only parts of lower layers, its own part, or (reference and
+#: blockwise, one layer) the other part of its layer
+LAYERS = {"validation": 0, "theory": 0, "reference": 1, "blockwise": 1, "decoding": 2, "kernels": 2,
+          "nn": 3, "experiments": 4, "book": 5}
+
+
+def part(dotted: str) -> Optional[str]:
+    """``path_lib.nn.layers`` -> ``"nn"``, ``kernels._path`` -> ``"kernels"``, ``path_lib`` -> ``"path_lib"``."""
+    parts = dotted.split(".")
+    if parts[0] == "kernels":
+        return "kernels"
+    if parts[0] != "path_lib":
+        return None
+    return parts[1] if len(parts) > 1 else "path_lib"
+
+
+def layer_violations(source: str, module: str, is_package: bool) -> List[str]:
+    here = part(module)
+    out = []
+    for line, target in imported_modules(source, module, is_package):
+        there = part(target)
+        if there is None or there == here or here == "path_lib":          # the package's face imports anything
+            continue
+        if {here, there} == {"reference", "blockwise"}:                  # one layer (no cycle: see below)
+            continue
+        if there == "path_lib" or there not in LAYERS or LAYERS[there] >= LAYERS[here]:
+            out.append(f"line {line}: {module} ({here}) imports {target} ({there}), not a lower layer")
+    return out
+
+
+def test_the_layer_checker_finds_what_it_must():
+    assert layer_violations("from ..nn.model import TinyLM\n", "path_lib.reference.attention", False)
+    assert layer_violations("from ..book import viz\n", "path_lib.experiments.lm", False)
+    assert layer_violations("import path_lib\n", "path_lib.nn.layers", False)
+    assert layer_violations("from path_lib.decoding import PaTHCache\n", "kernels._path", False)
+    assert not layer_violations("from ..theory import costs\n", "path_lib.book.speed", False)
+    assert not layer_violations("from .householder import ut_transform\n", "path_lib.reference.attention", False)
+
+
+def test_imports_point_down_the_layers():
+    files = library_files() + [p for p in _files(".py") if p.relative_to(ROOT).parts[:2] == ("path_lib", "book")]
+    bad = []
+    for p in files:
+        mod, pkg = module_name(p)
+        bad += [f"{p.relative_to(ROOT)}: {v}" for v in layer_violations(p.read_text(), mod, pkg)]
+    assert not bad, "\n".join(bad)
+    assert {part(module_name(p)[0]) for p in files} - {"path_lib"} <= set(LAYERS), "a new part needs a layer"
+
+
+def test_no_import_cycle_between_modules():
+    """Between the library's modules (imports inside functions included): e.g. reference.attention imports
+    blockwise.mirror, which imports reference.householder, never reference.attention."""
+    files = library_files() + [p for p in _files(".py") if p.relative_to(ROOT).parts[:2] == ("path_lib", "book")]
+    graph = {}
+    for p in files:
+        mod, pkg = module_name(p)
+        graph[mod] = {t for _, t in imported_modules(p.read_text(), mod, pkg)
+                      if t != mod and _is_module(t) and not (ROOT.joinpath(*t.split(".")) / "__init__.py").is_file()}
+    state, cycles = {}, []
+
+    def visit(m, stack):
+        state[m] = "open"
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == "open":
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert len(graph) >= 30 and "path_lib.blockwise.mirror" in graph["path_lib.reference.attention"]
+    assert not cycles, "\n".join(cycles)
+
+
+# ----------------------------------------------------------------------------------------------
+# the packages
+# ----------------------------------------------------------------------------------------------
+
+def _packages() -> List[str]:
+    return sorted(".".join(p.parent.relative_to(ROOT).parts) for p in _files("__init__.py")
+                  if p.relative_to(ROOT).parts[0] in ("path_lib", "kernels"))
+
+
+def test_reference_householder_is_the_module_and_its_ut_transform_works():
+    import path_lib.reference.householder as hh
+
+    assert isinstance(hh, types.ModuleType) and hh.__name__ == "path_lib.reference.householder"
+    g = torch.Generator().manual_seed(7)
+    W = torch.nn.functional.normalize(torch.randn(3, 5, 4, generator=g, dtype=torch.float64), dim=-1)
+    beta = 2 * torch.rand(3, 5, generator=g, dtype=torch.float64)
+    T = hh.ut_transform(W, beta)
+    # the compact WY form: H_4 ... H_0 = I - W^T T W, against the product multiplied out one factor at a time
+    P = torch.eye(4, dtype=torch.float64).expand(3, 4, 4)
+    for t in range(5):
+        P = (torch.eye(4, dtype=torch.float64) - beta[:, t, None, None] * W[:, t, :, None] * W[:, t, None, :]) @ P
+    torch.testing.assert_close(torch.eye(4, dtype=torch.float64) - W.transpose(-1, -2) @ T @ W, P)
+
+
+def test_no_package_attribute_shadows_a_submodule():
+    """``pkg.name`` is the submodule ``pkg.name`` for every submodule (the old ``path_lib.householder``
+    was the function ``householder``)."""
+    checked = 0
+    for pkg_name in _packages():
+        pkg = importlib.import_module(pkg_name)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            sub = importlib.import_module(f"{pkg_name}.{info.name}")
+            if hasattr(pkg, info.name):
+                assert getattr(pkg, info.name) is sub, f"{pkg_name}.{info.name} is not the submodule"
+            checked += 1
+    assert checked >= 25
+
+
+@pytest.mark.parametrize("old", ["_checks", "householder", "attention", "sba", "layers", "rotations", "tasks",
+                                 "train", "lm", "corpus", "constructions", "farmass", "claims", "provenance",
+                                 "costs", "notebook", "widgets", "viz", "speed", "kernel_diagrams"])
+def test_no_module_is_left_at_an_old_flat_name(old):
+    """Pre-release (0.1.0): the flat modules moved into subpackages without compatibility shims. (Read
+    from the files: an editable install of another checkout can still resolve the old names.)"""
+    assert not (ROOT / "path_lib" / f"{old}.py").exists() and not (ROOT / "path_lib" / old).exists()
+
+
+def test_theory_is_a_package_now():
+    import path_lib.theory
+    import path_lib.theory.decoherence as decoherence
+
+    assert Path(path_lib.theory.__file__).parent == ROOT / "path_lib" / "theory"
+    assert decoherence.__name__ == "path_lib.theory.decoherence" and callable(decoherence.far_mass_bound)
+
+
+def test_pyproject_lists_every_package_and_the_book_extra():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert sorted(project["tool"]["setuptools"]["packages"]) == _packages()
+    extra = {d.split(">")[0].split("=")[0].split("<")[0].strip().lower()
+             for d in project["project"]["optional-dependencies"]["book"]}
+    book_imports = set()
+    for p in _files(".py"):
+        if p.relative_to(ROOT).parts[:2] == ("path_lib", "book"):
+            book_imports |= {t.split(".")[0] for _, t in imported_modules(p.read_text(), None, False)}
+    used = {BOOK_ONLY[m] for m in book_imports if m in BOOK_ONLY}
+    assert used == set(BOOK_ONLY.values()) and used <= extra
+
+
+def test_public_api_is_reexported():
+    import path_lib
+    from path_lib.nn.layers import PaTHAttention
+    from path_lib.nn.model import TinyLM
+    from path_lib.reference.attention import path_attention
+    from path_lib.reference.householder import householder_product, ut_transform
+
+    assert (path_lib.path_attention, path_lib.ut_transform, path_lib.householder_product) == (
+        path_attention, ut_transform, householder_product)
+    assert path_lib.PaTHAttention is PaTHAttention and path_lib.TinyLM is TinyLM
+    assert all(hasattr(path_lib, n) for n in path_lib.__all__)
