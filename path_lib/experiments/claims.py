@@ -376,7 +376,7 @@ CLAIMS: List[Dict] = [
 # ----------------------------------------------------------------------------------------------
 
 def _root(root=None) -> Path:
-    return Path(root) if root is not None else Path(__file__).resolve().parent.parent
+    return Path(root) if root is not None else Path(__file__).resolve().parents[2]
 
 
 def value_at(data, select: Sequence):
