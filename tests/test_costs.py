@@ -38,7 +38,7 @@ def _counted(fn):
 @pytest.mark.parametrize("block_size", [1, 4, 8, 64])
 def test_blockwise_matmul_flops_match_flop_counter(T, D, Dv, block_size):
     q, k, v, w, beta = _inputs(T, D, Dv)
-    counted = _counted(lambda: path_attention(q, k, v, w, beta, impl="blockwise", block_size=block_size))
+    counted = _counted(lambda: path_attention(q, k, v, w, beta, impl="blockwise_scan", block_size=block_size))
     assert costs.path_blockwise_cost(T, D, Dv, block_size=block_size).matmul_flops == counted
 
 

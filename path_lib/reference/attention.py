@@ -6,14 +6,16 @@ outputs ``[B, T, Hq, Dv]``. Causal everywhere. With ``H_t = I - beta_t w_t w_t^T
 
     logit(i, j) = scale * q_i^T H_i H_{i-1} ... H_{j+1} k_j + G_i - G_j,     j <= i.
 
-:func:`path_attention` has three independent implementations, selected by ``impl``:
+:func:`path_attention` has four independent implementations, selected by ``impl``:
 
 * ``"explicit"``: a ``D x D`` matrix product per query-key pair. Slow; the ground truth.
 * ``"parallel"``: the UT all-pairs form over the whole sequence (``O(T^3)`` for the UT solve).
-* ``"blockwise"``: the FlashAttention-style algorithm of the kernel, in plain PyTorch: per-block UT
-  transforms, boundary-adjusted queries and keys, a right-to-left scan over key blocks with an
-  online softmax. It lives in :mod:`path_lib.blockwise.mirror`; this module checks the arguments and
-  dispatches to it.
+* ``"blockwise"`` (default): the Triton kernels' forward in plain PyTorch, blocks *and segments*
+  (:mod:`path_lib.blockwise.mirror`): per-block UT transforms, the thin scan inside a query's own
+  segment, attention against keys moved to their segment's end for the earlier segments.
+* ``"blockwise_scan"``: chapter 6's algorithm without segments (:mod:`path_lib.blockwise.scan`):
+  per-block UT transforms, boundary-adjusted queries and keys, a right-to-left scan over every earlier
+  key block with an online softmax. ``path_lib.theory.costs.path_blockwise_cost`` counts its operations.
 
 They compute in float64 when q is float64 and in float32 otherwise; the output has q's dtype.
 """
@@ -24,7 +26,8 @@ from typing import Optional
 
 import torch
 
-from ..blockwise.mirror import blockwise_path
+from ..blockwise.mirror import blockwise_path_attention
+from ..blockwise.scan import blockwise_scan
 from ..validation import (check_block_size, check_bool, check_choice, check_finite, check_int, check_log_gate,
                           check_number, check_path_params, check_qkv, check_same_device, check_scale,
                           check_tensor, PARAM_DTYPES)
@@ -35,7 +38,7 @@ __all__ = [
     "alibi_attention", "alibi_slopes", "fox_attention", "IMPLEMENTATIONS",
 ]
 
-IMPLEMENTATIONS = ("explicit", "parallel", "blockwise")
+IMPLEMENTATIONS = ("explicit", "parallel", "blockwise", "blockwise_scan")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,7 +151,8 @@ def path_logits(q, k, w, beta, g=None, *, scale=None, impl: str = "parallel",
 # ----------------------------------------------------------------------------------------------
 
 def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwise",
-                   block_size: int = 64, check_values: bool = True) -> torch.Tensor:
+                   block_size: int = 64, seg_blocks: Optional[int] = None,
+                   check_values: bool = True) -> torch.Tensor:
     """Causal PaTH attention (PaTH-FoX when ``g`` is given).
 
     Args:
@@ -159,19 +163,26 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwi
         beta: ``[B, T, Hk]`` strengths in [0, 2], float32 (or float64).
         g: optional ``[B, T, Hq]`` log forget gates (<= 0), added unscaled: ``+ G_i - G_j``.
         scale: logit scale, default ``D ** -0.5``.
-        impl: ``"explicit"`` (ground truth), ``"parallel"`` (UT all-pairs) or ``"blockwise"``
-            (:func:`path_lib.blockwise.mirror.blockwise_path`, the kernels' algorithm).
-        block_size: block length of the blockwise algorithm.
+        impl: ``"explicit"`` (ground truth), ``"parallel"`` (UT all-pairs), ``"blockwise"`` (the
+            kernels' blocks and segments, :func:`path_lib.blockwise.mirror.blockwise_path_attention`) or
+            ``"blockwise_scan"`` (chapter 6's scan, no segments, :func:`path_lib.blockwise.scan.blockwise_scan`).
+        block_size: block length of the blockwise algorithms.
+        seg_blocks: blocks per segment of ``"blockwise"`` (default: the kernels' choice).
         check_values: also check values (finite, beta range, unit w); shapes and dtypes always are.
     Returns:
         ``[B, T, Hq, Dv]`` in q's dtype.
     """
     check_choice(impl, "impl", IMPLEMENTATIONS)
     check_block_size(block_size)
-    qh, kh, vh, wh, bh, scale, dt = _prepare(q, k, v, w, beta, g, scale, check_values)
     if impl == "blockwise":
+        return blockwise_path_attention(q, k, v, w, beta, g, scale=scale, block_size=block_size,
+                                        seg_blocks=seg_blocks, check_values=check_values)
+    if seg_blocks is not None:
+        check_int(seg_blocks, "seg_blocks", minimum=1)
+    qh, kh, vh, wh, bh, scale, dt = _prepare(q, k, v, w, beta, g, scale, check_values)
+    if impl == "blockwise_scan":
         G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
-        return _finish(blockwise_path(qh, kh, vh, wh, bh, G, scale, block_size), q)
+        return _finish(blockwise_scan(qh, kh, vh, wh, bh, G, scale, block_size), q)
     S = (_explicit_scores if impl == "explicit" else _parallel_scores)(qh, kh, wh, bh) * scale
     if g is not None:
         S = S + _gate_bias(g, dt)
