@@ -1,0 +1,173 @@
+"""Context-parallel PaTH attention (path_lib.distributed) on CPU with gloo: 2 and 4 ranks in float64
+against single-process path_attention(impl="explicit") on the gathered sequence (outputs and all six
+gradients), bad input on one rank (an error on every rank, no hang), the single-process chunked form,
+and the cost model. Workers run as separate processes (tests/dist_workers.py) under a timeout."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import dist_workers
+from helpers import random_path_inputs
+from path_lib.attention import path_attention
+from path_lib.distributed import (chunked_path_attention, context_parallel_costs,
+                                  context_parallel_path_attention, summary_numel)
+
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(target, args_of_rank, world, out_dir, timeout=60.0):
+    """Run ``target(*args_of_rank(rank))`` in ``world`` processes forked from a forkserver that has imported
+    torch and the workers once (a fresh interpreter per rank would import torch each time); kill all of
+    them if any runs past ``timeout`` (a hang fails the test instead of blocking it). Returns the rank
+    results read from ``out_dir/rank{r}.json``."""
+    import multiprocessing as mp
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "path_lib.distributed",
+                                target.__module__])
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    procs = [ctx.Process(target=target, args=tuple(args_of_rank(r)), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    end = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(end - time.monotonic(), 0.1))
+    if any(p.is_alive() for p in procs):
+        for p in procs:
+            p.kill()
+        pytest.fail(f"distributed workers did not finish within {timeout} s (a hang?)")
+    results = []
+    for r, p in enumerate(procs):
+        f = Path(out_dir, f"rank{r}.json")
+        assert p.exitcode == 0 and f.exists(), f"rank {r} exited with {p.exitcode}"
+        res = json.loads(f.read_text())
+        assert res["ok"], f"rank {r} failed:\n{res['traceback']}"
+        results.append(res["result"])
+    return results
+
+
+def run_case(case, world, tmp_path, timeout=60.0):
+    port = free_port()
+    return launch(dist_workers.worker, lambda r: (case, r, world, port, str(tmp_path)), world, tmp_path, timeout)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_context_parallel_matches_explicit(world, tmp_path):
+    results = run_case("cp", world, tmp_path)
+    for rank, res in enumerate(results):
+        for case, r in res.items():
+            assert r["out_err"] < 1e-12 * max(1.0, r["out_scale"]), (world, rank, case, r)
+            grads = [n for n in ("q", "k", "v", "w", "beta", "g") if f"d{n}_err" in r]
+            assert len(grads) == (6 if "gate" in case else 5), (case, grads)
+            for n in grads:
+                assert r[f"d{n}_err"] < 1e-11 * max(1.0, r[f"d{n}_norm"]), (world, rank, case, n, r)
+        # the earlier ranks' k, v, w, beta get gradient from later ranks' queries: nonzero everywhere
+        if rank < world - 1:
+            assert all(r["dk_norm"] > 0 and r["dw_norm"] > 0 for r in res.values())
+
+
+def test_bad_input_fails_on_every_rank(tmp_path):
+    r0, r1 = run_case("bad", 2, tmp_path, timeout=60.0)
+    for case in ("lengths", "bad_beta", "gate_presence", "heads", "dtype", "not_tensor"):
+        assert r0[case] is not None and r1[case] is not None, (case, r0[case], r1[case])
+    for r in (r0, r1):
+        assert r["lengths"]["type"] == "ValueError" and "T_local" in r["lengths"]["msg"]
+        assert "rank 0: 4, rank 1: 5" in r["lengths"]["msg"]
+        assert "whether g is given" in r["gate_presence"]["msg"]
+        assert "Hq" in r["heads"]["msg"] and "dtype" in r["dtype"]["msg"]
+    # the rank with the bad input names its argument; the other rank names that rank
+    assert r1["bad_beta"]["type"] == "ValueError" and "beta must have shape" in r1["bad_beta"]["msg"]
+    assert r0["bad_beta"]["type"] == "ValueError" and "rank(s) [1]" in r0["bad_beta"]["msg"]
+    assert r0["not_tensor"]["type"] == "TypeError" and "q must be a torch.Tensor" in r0["not_tensor"]["msg"]
+    assert "rank(s) [0]" in r1["not_tensor"]["msg"]
+    # no rank fell out of step: a good call afterwards is right
+    assert r0["after_err"] < 1e-12 and r1["after_err"] < 1e-12
+
+
+def test_not_initialised_is_a_clear_error():
+    import torch.distributed as dist
+    if dist.is_initialized():
+        pytest.skip("a process group is initialised in this process")
+    q, k, v, w, beta, g = random_path_inputs(B=1, T=4, Hq=2, D=4, seed=0)
+    with pytest.raises(ValueError, match="init_process_group"):
+        context_parallel_path_attention(q, k, v, w, beta)
+    with pytest.raises(TypeError, match="group must be"):
+        context_parallel_path_attention(q, k, v, w, beta, group="world")
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_chunked_form_matches_explicit_with_gradients(gate):
+    """The per-rank computation, chunks side by side in one process (3 chunks of 4, blocks of 3)."""
+    full = random_path_inputs(B=2, T=12, Hq=4, Hk=2, D=5, Dv=3, gate=gate, seed=int(gate) + 5,
+                              requires_grad=True)
+    cot = torch.randn(2, 12, 4, 3, dtype=torch.float64)
+    ref = path_attention(*full, impl="explicit")
+    g_ref = torch.autograd.grad((ref * cot).sum(), [x for x in full if x is not None])
+    out = chunked_path_attention(*full, n_chunks=3, block_size=3)
+    g_out = torch.autograd.grad((out * cot).sum(), [x for x in full if x is not None])
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    for a, b in zip(g_out, g_ref):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
+
+
+def test_chunked_form_float32_and_bad_arguments():
+    full = random_path_inputs(B=1, T=8, Hq=2, D=4, gate=True, seed=3, dtype=torch.float32)
+    out = chunked_path_attention(*full, n_chunks=4, block_size=64)
+    ref = path_attention(*[x.double() for x in full], impl="explicit")
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="n_chunks"):
+        chunked_path_attention(*full, n_chunks=3)
+    with pytest.raises(TypeError, match="n_chunks"):
+        chunked_path_attention(*full, n_chunks=2.0)
+
+
+def test_cost_model_counts():
+    c = context_parallel_costs(16384, 4, n_heads=8, n_kv_heads=2, head_dim=64, gate=True, bytes_per_element=2)
+    L = 4096
+    assert c["chunk_len"] == L and c["rank"] == 3
+    assert c["summary_numel"] == summary_numel(1, L, 8, 2, 64, gate=True) == 2 * (L * 128 + 64 * 64) + 8 * L
+    assert c["extra_received"] == 3 * 2 * 64 * 64
+    assert c["extra_fraction"] == pytest.approx(3 * 2 * 64 * 64 / (3 * (2 * L * 128 + 8 * L)))
+    assert c["path_received_bytes"] == 2 * c["path_received"]
+    # the last rank attends to its causal diagonal and 3 full chunks: 3.5 / 2 of the mean rank's pairs
+    assert c["imbalance"] == pytest.approx((L * (L + 1) / 2 + 3 * L * L) / (L * (L + 1) / 2 + 1.5 * L * L))
+    assert 0 < c["split_fraction"] < 0.01
+    assert c["allgather_memory"] == 2 * c["ring_memory"]        # R = 4 summaries against 2
+    one = context_parallel_costs(1024, 1, n_heads=2, head_dim=32)
+    assert one["path_received"] == one["ring_received"] == 0 and one["imbalance"] == 1
+    for bad, exc in (({"world_size": 3}, ValueError), ({"head_dim": 0}, ValueError),
+                     ({"n_kv_heads": 3}, ValueError), ({"gate": 1}, TypeError), ({"rank": 2}, ValueError)):
+        kw = dict(seq_len=1024, world_size=2, n_heads=2, head_dim=32)
+        kw.update(bad)
+        with pytest.raises(exc):
+            context_parallel_costs(**kw)
+
+
+@pytest.mark.parametrize("gate,B,L,Hq,Hk,D,Dv,bs,R", [(True, 2, 5, 4, 2, 3, 6, 2, 3), (False, 1, 8, 2, 1, 4, 4, 3, 4),
+                                                      (False, 1, 6, 2, 2, 5, 5, 64, 2)])
+def test_cost_model_matches_the_implementation(gate, B, L, Hq, Hk, D, Dv, bs, R):
+    """The summary the cost model counts is the buffer the implementation sends, and its operation count
+    is what torch's FLOP counter measures on the last rank's computation (chunks side by side)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from path_lib.distributed import _Local, _pack
+    x = random_path_inputs(B=B, T=R * L, Hq=Hq, Hk=Hk, D=D, Dv=Dv, gate=gate, seed=L)
+    cut = lambda c: [None if t is None else t[:, c * L:(c + 1) * L] for t in x]   # noqa: E731
+    earlier = [_Local(*cut(c), bs).summary() for c in range(R - 1)]
+    assert _pack(earlier[0]).numel() == summary_numel(B, L, Hq, Hk, D, Dv, gate=gate)
+    with FlopCounterMode(display=False) as counter:
+        _Local(*cut(R - 1), bs).output(D ** -0.5, earlier)
+    c = context_parallel_costs(R * L, R, n_heads=Hq, n_kv_heads=Hk, head_dim=D, value_dim=Dv, batch=B,
+                               gate=gate, block_size=bs)
+    assert counter.get_total_flops() == c["path_flops"]
