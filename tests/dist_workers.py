@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -46,8 +49,8 @@ def cp_case(rank, world, spec):
              for x in full]
     out = context_parallel_path_attention(*local, block_size=bs)
     (out * cot[:, rank * L:(rank + 1) * L]).sum().backward()
-    res = {"out_err": float((out - ref[:, rank * L:(rank + 1) * L]).abs().max()),
-           "out_scale": float(ref.abs().max())}
+    res = {"out_err": float((out - ref[:, rank * L:(rank + 1) * L]).detach().abs().max()),
+           "out_scale": float(ref.detach().abs().max())}
     for n, x, xl in zip(NAMES, full, local):
         if x is None:
             continue
@@ -65,7 +68,7 @@ def run_cp(rank, world):
 def _error_of(fn):
     try:
         fn()
-    except Exception as e:                                 # noqa: BLE001  reported to the launcher
+    except (Exception, SystemExit) as e:                   # noqa: BLE001  reported to the launcher
         return {"type": type(e).__name__, "msg": str(e)}
     return None
 
@@ -102,7 +105,32 @@ def run_bad(rank, world):
     return out
 
 
-CASES = {"cp": run_cp, "bad": run_bad}
+TRAIN_ARGS = ["--steps", "6", "--batch", "4", "--seq-len", "24", "--d-model", "32", "--log-every", "1",
+              "--corpus-bytes", "600000", "--eval-batches", "1", "--warmup", "2"]
+
+
+def run_train(rank, world, out_dir):
+    """DDP and FSDP2 runs of 6 steps, and runs stopped after 3 steps and resumed (DDP to DDP, FSDP2 to
+    FSDP2, and DDP to FSDP2 from the same full-state checkpoint)."""
+    from path_lib.train_cli import run
+    res = {}
+    for mode in ("ddp", "fsdp"):
+        r = run(TRAIN_ARGS + ["--parallel", mode, "--out", str(Path(out_dir, f"{mode}.json"))])
+        res[mode] = {"history": r["history"], "final": r["final"], "tokens_seen": r["tokens_seen"]}
+    for saved_in, resumed_in in (("ddp", "ddp"), ("fsdp", "fsdp"), ("ddp", "fsdp")):
+        ck = str(Path(out_dir, f"ck_{saved_in}_{resumed_in}"))
+        first = run(TRAIN_ARGS + ["--parallel", saved_in, "--checkpoint-dir", ck, "--stop-after", "3"])
+        second = run(TRAIN_ARGS + ["--parallel", resumed_in, "--checkpoint-dir", ck, "--resume"])
+        res[f"{saved_in}_{resumed_in}"] = {
+            "first_steps": first["steps_done"], "first_complete": first["complete"],
+            "history": second["history"], "calls": second["calls"], "final": second["final"],
+            "checkpoint_left": Path(ck, "train_state.pt").exists() if rank == 0 else None}
+    res["odd_batch"] = _error_of(lambda: run(TRAIN_ARGS + ["--batch", "3"]))
+    return res
+
+
+CASES = {"cp": run_cp, "bad": run_bad, "train": run_train}
+NEEDS_DIR = {"train"}
 
 
 def worker(case, rank, world, port, out_dir):
@@ -110,8 +138,11 @@ def worker(case, rank, world, port, out_dir):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
-        result = {"ok": True, "result": CASES[case](rank, world)}
+        extra = (out_dir,) if case in NEEDS_DIR else ()
+        result = {"ok": True, "result": CASES[case](rank, world, *extra),
+                  "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
     except Exception:                                      # noqa: BLE001  reported to the launcher
         result = {"ok": False, "traceback": traceback.format_exc()}
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
@@ -120,3 +151,47 @@ def worker(case, rank, world, port, out_dir):
 
 if __name__ == "__main__":
     worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+
+
+# ----------------------------------------------------------------------------------------------
+# the launcher (used by the tests)
+# ----------------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(case, world, out_dir, timeout=60.0):
+    """Run ``worker(case, rank, ...)`` in ``world`` processes forked from a forkserver that has imported
+    torch and these workers once (a fresh interpreter per rank would import torch each time); kill all
+    of them if any runs past ``timeout`` (a hang fails instead of blocking). Returns ``(results, error)``:
+    the rank results read from ``out_dir/rank{r}.json``, or None and a message."""
+    import multiprocessing as mp
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "path_lib.distributed", "path_lib.train_cli",
+                                "path_lib.layers", __name__])
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    port = free_port()
+    procs = [ctx.Process(target=worker, args=(case, r, world, port, str(out_dir)), daemon=True)
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    end = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(end - time.monotonic(), 0.1))
+    if any(p.is_alive() for p in procs):
+        for p in procs:
+            p.kill()
+        return None, f"distributed workers ({case}, {world} ranks) did not finish within {timeout} s (a hang?)"
+    results = []
+    for r, p in enumerate(procs):
+        f = Path(out_dir, f"rank{r}.json")
+        if p.exitcode != 0 or not f.exists():
+            return None, f"rank {r} exited with {p.exitcode}"
+        res = json.loads(f.read_text())
+        if not res["ok"]:
+            return None, f"rank {r} failed:\n{res['traceback']}"
+        results.append(res["result"])
+    return results, None

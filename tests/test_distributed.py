@@ -4,12 +4,6 @@ gradients), bad input on one rank (an error on every rank, no hang), the single-
 and the cost model. Workers run as separate processes (tests/dist_workers.py) under a timeout."""
 from __future__ import annotations
 
-import json
-import os
-import socket
-import time
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -20,46 +14,11 @@ from path_lib.distributed import (chunked_path_attention, context_parallel_costs
                                   context_parallel_path_attention, summary_numel)
 
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(target, args_of_rank, world, out_dir, timeout=60.0):
-    """Run ``target(*args_of_rank(rank))`` in ``world`` processes forked from a forkserver that has imported
-    torch and the workers once (a fresh interpreter per rank would import torch each time); kill all of
-    them if any runs past ``timeout`` (a hang fails the test instead of blocking it). Returns the rank
-    results read from ``out_dir/rank{r}.json``."""
-    import multiprocessing as mp
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "path_lib.distributed",
-                                target.__module__])
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    procs = [ctx.Process(target=target, args=tuple(args_of_rank(r)), daemon=True) for r in range(world)]
-    for p in procs:
-        p.start()
-    end = time.monotonic() + timeout
-    for p in procs:
-        p.join(max(end - time.monotonic(), 0.1))
-    if any(p.is_alive() for p in procs):
-        for p in procs:
-            p.kill()
-        pytest.fail(f"distributed workers did not finish within {timeout} s (a hang?)")
-    results = []
-    for r, p in enumerate(procs):
-        f = Path(out_dir, f"rank{r}.json")
-        assert p.exitcode == 0 and f.exists(), f"rank {r} exited with {p.exitcode}"
-        res = json.loads(f.read_text())
-        assert res["ok"], f"rank {r} failed:\n{res['traceback']}"
-        results.append(res["result"])
-    return results
-
-
 def run_case(case, world, tmp_path, timeout=60.0):
-    port = free_port()
-    return launch(dist_workers.worker, lambda r: (case, r, world, port, str(tmp_path)), world, tmp_path, timeout)
+    results, error = dist_workers.launch(case, world, tmp_path, timeout)
+    if error is not None:
+        pytest.fail(error)
+    return results
 
 
 @pytest.mark.parametrize("world", [2, 4])
