@@ -1,20 +1,9 @@
-"""Worker processes for tests/test_distributed.py (run as a script, one process per rank, gloo on CPU).
-
-    python tests/dist_workers.py CASE RANK WORLD PORT OUT_DIR      (or worker(...) in a child process)
-
-Each worker joins a gloo group at tcp://127.0.0.1:PORT, runs CASE and writes OUT_DIR/rank{RANK}.json.
-The launcher (tests/test_distributed.py) forks the ranks from a forkserver that has imported torch once,
-and kills every worker when any of them outlives its timeout.
-"""
+"""Per-rank functions for tests/test_distributed.py and tests/test_train_cli.py: each runs inside a gloo
+group on the CPU, started by ``path_lib.distributed.run_gloo_group(fn, world_size, ...)`` (which kills
+the group if it outlives its timeout), and returns a picklable result."""
 from __future__ import annotations
 
-import datetime
-import json
-import os
-import socket
 import sys
-import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -129,69 +118,23 @@ def run_train(rank, world, out_dir):
     return res
 
 
-CASES = {"cp": run_cp, "bad": run_bad, "train": run_train}
-NEEDS_DIR = {"train"}
+def fail_on_rank1(rank, world):
+    if rank == 1:
+        raise ValueError("rank 1 fails on purpose")
+    return rank
 
 
-def worker(case, rank, world, port, out_dir):
-    """One rank: join the gloo group, run ``CASES[case]``, write ``out_dir/rank{rank}.json``."""
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
-    t0, c0 = time.perf_counter(), time.process_time()
-    try:
-        extra = (out_dir,) if case in NEEDS_DIR else ()
-        result = {"ok": True, "result": CASES[case](rank, world, *extra),
-                  "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
-    except Exception:                                      # noqa: BLE001  reported to the launcher
-        result = {"ok": False, "traceback": traceback.format_exc()}
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
+def hang_on_rank1(rank, world):
+    """Rank 1 waits in a collective that rank 0, busy elsewhere, never joins (a hang, until the launcher
+    kills both)."""
+    if rank == 1:
+        dist.all_reduce(torch.zeros(1))
+    else:
+        import time
+        time.sleep(120)
+    return rank
 
 
-if __name__ == "__main__":
-    worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
-
-
-# ----------------------------------------------------------------------------------------------
-# the launcher (used by the tests)
-# ----------------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(case, world, out_dir, timeout=60.0):
-    """Run ``worker(case, rank, ...)`` in ``world`` processes forked from a forkserver that has imported
-    torch and these workers once (a fresh interpreter per rank would import torch each time); kill all
-    of them if any runs past ``timeout`` (a hang fails instead of blocking). Returns ``(results, error)``:
-    the rank results read from ``out_dir/rank{r}.json``, or None and a message."""
-    import multiprocessing as mp
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "path_lib.distributed", "path_lib.train_cli",
-                                "path_lib.layers", __name__])
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    port = free_port()
-    procs = [ctx.Process(target=worker, args=(case, r, world, port, str(out_dir)), daemon=True)
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    end = time.monotonic() + timeout
-    for p in procs:
-        p.join(max(end - time.monotonic(), 0.1))
-    if any(p.is_alive() for p in procs):
-        for p in procs:
-            p.kill()
-        return None, f"distributed workers ({case}, {world} ranks) did not finish within {timeout} s (a hang?)"
-    results = []
-    for r, p in enumerate(procs):
-        f = Path(out_dir, f"rank{r}.json")
-        if p.exitcode != 0 or not f.exists():
-            return None, f"rank {r} exited with {p.exitcode}"
-        res = json.loads(f.read_text())
-        if not res["ok"]:
-            return None, f"rank {r} failed:\n{res['traceback']}"
-        results.append(res["result"])
-    return results, None
+def self_check_no_gate(rank, world):
+    from path_lib.distributed import self_check_rank
+    return self_check_rank(rank, world, gate=False, block_size=5)

@@ -1,7 +1,7 @@
 """Context-parallel PaTH attention (path_lib.distributed) on CPU with gloo: 2 and 4 ranks in float64
 against single-process path_attention(impl="explicit") on the gathered sequence (outputs and all six
 gradients), bad input on one rank (an error on every rank, no hang), the single-process chunked form,
-and the cost model. Workers run as separate processes (tests/dist_workers.py) under a timeout."""
+the cost model, and the CPU group launcher. The per-rank code is in tests/dist_workers.py."""
 from __future__ import annotations
 
 import pytest
@@ -11,19 +11,20 @@ import dist_workers
 from helpers import random_path_inputs
 from path_lib.attention import path_attention
 from path_lib.distributed import (chunked_path_attention, context_parallel_costs,
-                                  context_parallel_path_attention, summary_numel)
+                                  context_parallel_path_attention, run_gloo_group, self_check_rank,
+                                  summary_numel)
 
 
-def run_case(case, world, tmp_path, timeout=60.0):
-    results, error = dist_workers.launch(case, world, tmp_path, timeout)
-    if error is not None:
-        pytest.fail(error)
-    return results
+def run_case(fn, world, timeout=60.0):
+    try:
+        return run_gloo_group(fn, world, timeout=timeout)
+    except TimeoutError as e:
+        pytest.fail(str(e))
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_context_parallel_matches_explicit(world, tmp_path):
-    results = run_case("cp", world, tmp_path)
+def test_context_parallel_matches_explicit(world):
+    results = run_case(dist_workers.run_cp, world)
     for rank, res in enumerate(results):
         for case, r in res.items():
             assert r["out_err"] < 1e-12 * max(1.0, r["out_scale"]), (world, rank, case, r)
@@ -36,8 +37,8 @@ def test_context_parallel_matches_explicit(world, tmp_path):
             assert all(r["dk_norm"] > 0 and r["dw_norm"] > 0 for r in res.values())
 
 
-def test_bad_input_fails_on_every_rank(tmp_path):
-    r0, r1 = run_case("bad", 2, tmp_path, timeout=60.0)
+def test_bad_input_fails_on_every_rank():
+    r0, r1 = run_case(dist_workers.run_bad, 2)
     for case in ("lengths", "bad_beta", "gate_presence", "heads", "dtype", "not_tensor"):
         assert r0[case] is not None and r1[case] is not None, (case, r0[case], r1[case])
     for r in (r0, r1):
@@ -130,3 +131,26 @@ def test_cost_model_matches_the_implementation(gate, B, L, Hq, Hk, D, Dv, bs, R)
     c = context_parallel_costs(R * L, R, n_heads=Hq, n_kv_heads=Hk, head_dim=D, value_dim=Dv, batch=B,
                                gate=gate, block_size=bs)
     assert counter.get_total_flops() == c["path_flops"]
+
+
+def test_launcher_reports_failures_and_kills_hangs():
+    import time
+    with pytest.raises(RuntimeError, match="rank 1 fails on purpose"):
+        run_gloo_group(dist_workers.fail_on_rank1, 2, timeout=30.0)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="did not finish within 3"):
+        run_gloo_group(dist_workers.hang_on_rank1, 2, timeout=3.0)
+    assert time.monotonic() - t0 < 20
+    with pytest.raises(TypeError, match="module-level function"):
+        run_gloo_group(lambda r, w: r, 2)
+    with pytest.raises(ValueError, match="timeout"):
+        run_gloo_group(dist_workers.fail_on_rank1, 2, timeout=0)
+
+
+def test_self_check_on_two_ranks():
+    """The library's self-check (used by the book's demonstration) finds float64 agreement."""
+    for gate in (True, False):
+        res = run_case(self_check_rank, 2) if gate else run_gloo_group(dist_workers.self_check_no_gate, 2)
+        assert [r["rank"] for r in res] == [0, 1]
+        assert all(r["max_error"] < 1e-12 and r["seq_len"] == 12 for r in res)
+        assert len(res[0]["errors"]) == (7 if gate else 6)
