@@ -19,7 +19,7 @@ to the chunk's end ``K->`` (``L x D`` per key head), its values ``V`` (``L x Dv`
 one is the chunk's gate total). The product of the chunks in between is never formed: rank ``r`` scans
 the earlier chunks right to left, as the blockwise algorithm scans key blocks, attending with its
 running query state ``Q^`` (an online softmax) and then moving it across the chunk, ``Q^ <- Q^ P_s``
-(``L D^2`` operations per chunk). The gate bias is ``G_i - G_j = G^loc_i + (gate totals of chunks s..r-1)
+(``L D^2`` multiply-adds per head and chunk). The gate bias is ``G_i - G_j = G^loc_i + (gate totals of chunks s..r-1)
 - G^loc_j``.
 
 Algorithm (what :func:`context_parallel_path_attention` does)
@@ -31,8 +31,12 @@ Algorithm (what :func:`context_parallel_path_attention` does)
 3. Locally, per query block: the blockwise scan over the chunk's own key blocks (diagonal block,
    then right to left), continued across the earlier chunks ``s = r-1, ..., 0`` from their summaries.
 The gradients of the summaries flow back to the ranks that produced them through the collective's
-backward; everything else is local autograd. The local work is the PyTorch blockwise scan on every
-device: the Triton kernels return no log-sum-exp, which combining a chunk with the earlier ones needs.
+backward (every rank's output is tied to the gathered buffer, so every rank runs that backward
+collective, rank 0 included); everything else is local autograd. The local work is the PyTorch
+blockwise scan on every device, CUDA included: combining a chunk with the earlier ones needs each
+query's log-sum-exp, and ``kernels.path_attention`` returns only the normalised output (the
+log-sum-exp it keeps internally is base 2 and offset by a gate reference, and its backward takes no
+log-sum-exp gradient), so using the kernels here needs a kernel interface change and a new GPU sweep.
 
 Cost per rank (``T = R L`` tokens, ``Hk`` key heads; :func:`context_parallel_costs` computes it)
 -----------------------------------------------------------------------------------------------
@@ -44,18 +48,20 @@ Cost per rank (``T = R L`` tokens, ``Hk`` key heads; :func:`context_parallel_cos
   attention) and ``r L D^2`` multiply-adds per head to move the query state (a fraction ``D / (2 L)``
   of the off-diagonal attention at ``Dv = D``). Contiguous chunks leave the last rank the most work
   (``R - 1`` blocks against none on rank 0), the same imbalance as plain ring attention.
-* Memory: the all-gather holds all ``R`` summaries (``O(T (D + Dv))`` per key head); a ring holds two
-  at a time. The ring is the same algorithm: the summaries arrive in the order ``r-1, r-2, ...``, which
-  is exactly the order of the scan, so it can overlap each transfer with the previous chunk's attention.
-  This module implements the all-gather (one collective, simplest to make fail cleanly).
+* Memory: the all-gather holds all ``R`` summaries (``O(T (D + Dv))`` per key head, and as much again
+  for their gradients in the backward); a ring holds two at a time. The ring is the same algorithm:
+  the summaries arrive in the order ``r-1, r-2, ...``, which is exactly the order of the scan, so it
+  can overlap each transfer with the previous chunk's attention. This module implements the all-gather
+  (one collective, simplest to make fail cleanly).
 
 Checks
 ------
-Before any data moves, every rank's shapes, dtype, gate presence and scale, and whether its own inputs
-passed validation, are all-gathered in one small float64 tensor; a disagreement (chunks of different
-lengths, different heads, a rank whose inputs are invalid) raises the same ``ValueError`` on every rank
-instead of leaving some ranks waiting in a collective. ``check_ranks=False`` skips this (one small
-collective and one host read per call).
+Before any data moves, every rank's shapes, dtype, gate presence, scale, whether it records gradients,
+and whether its own inputs passed validation, are all-gathered in one small float64 tensor; a
+disagreement (chunks of different lengths, different heads, a rank whose inputs are invalid) raises the
+same ``ValueError`` on every rank (the rank with the bad input raises its own error, naming the
+argument) instead of leaving some ranks waiting in a collective. ``check_ranks=False`` skips this (one
+small collective and one host read per call). Every rank must then run the backward, or none.
 """
 from __future__ import annotations
 
