@@ -7,14 +7,16 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
       validation.py   the argument checks every public entry point (and kernels/) uses
       reference/      float64 references: householder (products, UT transform, boundary adjustments),
                       attention (path_attention explicit / parallel, NoPE / RoPE / ALiBi / FoX), sba
-      blockwise/      mirror: the Triton kernels' algorithm in plain PyTorch (impl="blockwise")
+      blockwise/      mirror: the Triton kernels' algorithm in plain PyTorch (impl="blockwise");
+                      scan: chapter 6's segment-free scan (impl="blockwise_scan")
       decoding.py     a key cache kept transformed to the current position; prefill; token-by-token decoding
+      distributed.py  context-parallel PaTH attention over a torch.distributed group
       nn/             layers (PaTHAttention and the baselines), model (TinyLM), rotations (paper B's variants)
-      experiments/    tasks, train, hardware, corpus, lm, constructions, farmass, claims, provenance
+      experiments/    tasks, train, train_cli, hardware, corpus, lm, constructions, farmass, claims, provenance
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
-    book -> experiments -> nn -> decoding, kernels -> reference / blockwise -> validation
+    book -> experiments -> nn -> decoding, distributed, kernels -> reference / blockwise -> validation
     (theory imports nothing of path_lib; reference.attention hands impl="blockwise" to blockwise.mirror)
 
 Nothing outside ``path_lib/book`` imports ``path_lib.book`` (its IPython / yaml / matplotlib needs are the

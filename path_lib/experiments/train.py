@@ -264,7 +264,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
           per_position: bool = False, checkpoint_path: Optional[str] = None, resume: bool = True,
           deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
           callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None,
-          on_nonfinite: str = "raise") -> Dict:
+          on_nonfinite: str = "raise", distributed=None) -> Dict:
     """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
 
     Args:
@@ -306,6 +306,14 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
             targets are checked every step where they live (on the host before the transfer: no GPU
             sync; targets that ``sample`` returns on the GPU are checked only at logged steps).
 
+    ``distributed``: None, or the hooks of a data-parallel run (e.g. :class:`path_lib.experiments.train_cli.DistributedHooks`,
+    for a model already wrapped in DDP or FSDP2, ``sample`` returning this rank's shard): ``world_size``,
+    ``is_writer`` (the rank that writes files), ``mean(t) -> float`` (a scalar averaged over the ranks:
+    the logged loss, so every rank takes the same decisions), ``state_dicts(model, opt)`` (full state dicts,
+    a collective) and ``load_state_dicts(model, opt, model_sd, opt_sd)``. Then the loss is read every step,
+    ``tokens_seen`` counts all ranks' tokens, checkpoints hold the full states and are written by the
+    writer only, and ``deadline`` / ``time_limit_s`` (per-rank clocks) are refused.
+
     A ``KeyboardInterrupt`` during the loop closes the progress bar, writes the resumable checkpoint
     (when ``checkpoint_path`` is given; the step in progress is rolled back, so resuming is
     bit-identical to an uninterrupted run on CPU; an interrupt inside the optimizer step itself
@@ -335,6 +343,9 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
     if on_nonfinite not in ("raise", "skip"):
         raise ValueError(f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}")
+    if distributed is not None and (deadline is not None or time_limit_s is not None):
+        raise ValueError("deadline and time_limit_s read each rank's clock, so ranks could stop at different "
+                         "steps: with distributed, use stop_after_steps")
     if time_limit_s is not None and checkpoint_path is not None:
         raise ValueError("time_limit_s cuts the schedule to fit a budget; a resumable run (checkpoint_path) "
                          "keeps its schedule: pass deadline instead")
@@ -358,9 +369,12 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         if ck["schedule"] != _schedule_key(config) or ck.get("data_seed") != data_seed:
             raise ValueError(f"checkpoint {checkpoint_path} was written for another configuration "
                              f"({ck['schedule']}, data_seed {ck.get('data_seed')}): refusing to resume")
-        model.load_state_dict(ck["model"])
-        model.to(device)
-        opt.load_state_dict(ck["optimizer"])
+        if distributed is not None:
+            distributed.load_state_dicts(model, opt, ck["model"], ck["optimizer"])
+        else:
+            model.load_state_dict(ck["model"])
+            model.to(device)
+            opt.load_state_dict(ck["optimizer"])
         gen.set_state(ck["generator"])
         _set_rng_state(ck["rng"], device)
         history, evals, recent = ck["history"], ck["evals"], ck["recent_losses"]
@@ -387,12 +401,19 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     if (first and eval_sets and config.eval_every and first % config.eval_every == 0 and first < config.steps
             and (not evals or evals[-1]["step"] != first)):
         run_evals(first)             # an interrupt (checkpointed) came between a step and its evaluation
-    per_step_check = device.type != "cuda"
+    per_step_check = device.type != "cuda" or distributed is not None
     snap = None                      # (generator, RNG states, tokens_seen) at the start of the step in progress
     phase, n_done = "post", first    # "pre": nothing of this step committed; "update": optimizer step running
 
+    def states():
+        return distributed.state_dicts(model, opt) if distributed is not None else (model.state_dict(),
+                                                                                   opt.state_dict())
+
     def checkpoint(steps_done, gen_state, rng, tokens, wall):
-        _save_checkpoint(checkpoint_path, model=model.state_dict(), optimizer=opt.state_dict(), generator=gen_state,
+        model_sd, opt_sd = states()
+        if distributed is not None and not distributed.is_writer:
+            return
+        _save_checkpoint(checkpoint_path, model=model_sd, optimizer=opt_sd, generator=gen_state,
                          rng=rng, history=history, evals=evals, recent_losses=[float(v) for v in recent],
                          steps_done=steps_done, tokens_seen=tokens, wall_seconds=wall, calls=calls,
                          schedule=_schedule_key(config), data_seed=data_seed, skipped_steps=skipped)
@@ -438,7 +459,9 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
                                          f"{IGNORE_INDEX}); model and optimizer are as before this step")
             if reason is None:
                 loss = masked_loss(logits, y)
-                lv = float(loss.detach()) if (per_step_check or logged) else None
+                lv = None
+                if per_step_check or logged:
+                    lv = float(loss.detach()) if distributed is None else distributed.mean(loss.detach())
                 if lv is not None and not math.isfinite(lv):
                     reason = f"loss {lv}"
                     if on_nonfinite == "raise":
@@ -451,8 +474,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
                     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
                 phase = "update"
                 opt.step()
-                tokens_seen += x.numel()
-                recent.append(loss.detach())
+                tokens_seen += x.numel() * (1 if distributed is None else distributed.world_size)
+                recent.append(loss.detach() if distributed is None else torch.tensor(lv))
                 if len(recent) > keep:
                     del recent[0]
                 if logged:
@@ -477,7 +500,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     except BaseException as exc:
         if bar is not None:
             bar.close()
-        if isinstance(exc, KeyboardInterrupt) and checkpoint_path is not None and phase != "update":
+        if (isinstance(exc, KeyboardInterrupt) and checkpoint_path is not None and phase != "update"
+                and distributed is None):           # (distributed: the other ranks are not at this point)
             wall = wall_before + time.perf_counter() - t0
             if phase == "pre" and snap is not None:     # roll the step in progress back
                 checkpoint(n_done, snap[0], snap[1], snap[2], wall)
@@ -497,12 +521,17 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         checkpoint(steps_done, gen.get_state(), _rng_state(device), tokens_seen, wall)
     resumable = paused and checkpoint_path is not None     # stopped to be resumed: no final evaluation
     final = run_evals(steps_done, per_position) if (eval_sets and not resumable) else {"step": steps_done}
-    if complete and checkpoint_path is not None and Path(checkpoint_path).exists():
+    writer = distributed is None or distributed.is_writer
+    if distributed is not None:
+        distributed.mean(torch.zeros(()))   # every rank is past its last read of the checkpoint
+    if writer and complete and checkpoint_path is not None and Path(checkpoint_path).exists():
         Path(checkpoint_path).unlink()        # finished: the resumable state is no longer needed
     if config.checkpoint and not resumable:
-        Path(config.checkpoint).parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": steps_done,
-                    "config": dataclasses.asdict(config)}, config.checkpoint)
+        model_sd, opt_sd = states()
+        if writer:
+            Path(config.checkpoint).parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"model": model_sd, "optimizer": opt_sd, "step": steps_done,
+                        "config": dataclasses.asdict(config)}, config.checkpoint)
     return {"config": dataclasses.asdict(config), "history": history, "evals": evals,
             "final": {k: v for k, v in final.items() if k != "step"}, "steps_done": steps_done,
             "train_seconds": train_seconds, "wall_seconds": wall, "calls": calls,

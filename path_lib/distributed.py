@@ -1,0 +1,604 @@
+"""Context parallelism for PaTH attention: one long sequence split across the ranks of a process group.
+
+Layout and gates are those of :func:`path_lib.reference.attention.path_attention`: rank ``r`` of a group of ``R``
+holds the contiguous chunk of tokens ``[r L, (r + 1) L)`` as q ``[B, L, Hq, D]``, k, w ``[B, L, Hk, D]``,
+v ``[B, L, Hk, Dv]``, beta ``[B, L, Hk]``, g ``[B, L, Hq]`` (or None) and gets its rows of the output,
+``[B, L, Hq, Dv]``, differentiable in all six inputs.
+
+What a chunk needs from the chunks before it
+--------------------------------------------
+For a query ``i`` in chunk ``r`` and a key ``j`` in an earlier chunk ``s`` the PaTH logit factorises at
+the chunk boundaries (``P_c = H_{(c+1)L-1} ... H_{cL}`` is chunk ``c``'s ``D x D`` transform product):
+
+    q_i^T H_i ... H_{j+1} k_j = [q_i^T H_i ... H_{rL}] P_{r-1} ... P_{s+1} [H_{(s+1)L-1} ... H_{j+1} k_j].
+
+The left bracket is the query moved to its chunk's start (local to rank ``r``), the right one the key
+moved to its chunk's end (local to rank ``s``). So each rank publishes a **chunk summary**: its keys moved
+to the chunk's end ``K->`` (``L x D`` per key head), its values ``V`` (``L x Dv``), its product ``P``
+(``D x D``: not ``L`` Householder vectors) and its local cumulative gates (``L`` per query head; the last
+one is the chunk's gate total). The product of the chunks in between is never formed: rank ``r`` scans
+the earlier chunks right to left, as the blockwise algorithm scans key blocks, attending with its
+running query state ``Q^`` (an online softmax) and then moving it across the chunk, ``Q^ <- Q^ P_s``
+(``L D^2`` multiply-adds per head and chunk). The gate bias is ``G_i - G_j = G^loc_i + (gate totals of chunks s..r-1)
+- G^loc_j``.
+
+Algorithm (what :func:`context_parallel_path_attention` does)
+-------------------------------------------------------------
+1. Locally, block by block (UT transforms, as :mod:`path_lib.decoding`'s ``keys_to_end``): the chunk's
+   keys moved to its end, its product ``P``, the local gate cumsum; packed in one flat buffer.
+2. One all-gather of the buffers (an autograd-aware collective: its backward sums each rank's gradient
+   over the ranks, a reduce-scatter on NCCL and an all-reduce elsewhere).
+3. Locally, per query block: the blockwise scan over the chunk's own key blocks (diagonal block,
+   then right to left), continued across the earlier chunks ``s = r-1, ..., 0`` from their summaries.
+The gradients of the summaries flow back to the ranks that produced them through the collective's
+backward (every rank's output is tied to the gathered buffer, so every rank runs that backward
+collective, rank 0 included); everything else is local autograd. The local work is the PyTorch
+blockwise scan on every device, CUDA included: combining a chunk with the earlier ones needs each
+query's log-sum-exp, and ``kernels.path_attention`` returns only the normalised output (the
+log-sum-exp it keeps internally is base 2 and offset by a gate reference, and its backward takes no
+log-sum-exp gradient), so using the kernels here needs a kernel interface change and a new GPU sweep.
+
+Cost per rank (``T = R L`` tokens, ``Hk`` key heads; :func:`context_parallel_costs` computes it)
+-----------------------------------------------------------------------------------------------
+* Communication: ``(R - 1)`` summaries of ``B Hk (L (D + Dv) + D^2) + B Hq L`` numbers, the same in the
+  backward. Ring attention for softmax attention passes ``B Hk L (D + Dv)`` per chunk (plus the gates
+  for FoX): PaTH adds ``D^2`` per key head and chunk, a fraction ``D^2 / (L (D + Dv))`` of the traffic
+  (0.8 % at ``D = 64``, ``L = 4096``).
+* Work on rank ``r``: the causal diagonal chunk, ``r`` full ``L x L`` off-diagonal blocks (as ring
+  attention) and ``r L D^2`` multiply-adds per head to move the query state (a fraction ``D / (2 L)``
+  of the off-diagonal attention at ``Dv = D``). Contiguous chunks leave the last rank the most work
+  (``R - 1`` blocks against none on rank 0), the same imbalance as plain ring attention.
+* Memory: the all-gather holds all ``R`` summaries (``O(T (D + Dv))`` per key head, and as much again
+  for their gradients in the backward); a ring holds two at a time. The ring is the same algorithm:
+  the summaries arrive in the order ``r-1, r-2, ...``, which is exactly the order of the scan, so it
+  can overlap each transfer with the previous chunk's attention. This module implements the all-gather
+  (one collective, simplest to make fail cleanly).
+
+Checks
+------
+Before any data moves, every rank's shapes, dtype, gate presence, scale, whether it records gradients,
+and whether its own inputs passed validation, are all-gathered in one small float64 tensor; a
+disagreement (chunks of different lengths, different heads, a rank whose inputs are invalid) raises the
+same ``ValueError`` on every rank (the rank with the bad input raises its own error, naming the
+argument) instead of leaving some ranks waiting in a collective. ``check_ranks=False`` skips this (one
+small collective and one host read per call). Every rank must then run the backward, or none.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+
+from .validation import (check_block_size, check_bool, check_int, check_path_params, check_qkv, check_scale,
+                         dtype_name as _name_dtype)
+from .reference.householder import (_block_product, _boundary_adjusted_keys, _boundary_adjusted_queries,
+                                    _ut_transform)
+
+__all__ = ["context_parallel_path_attention", "chunked_path_attention", "context_parallel_costs",
+           "summary_numel", "run_gloo_group", "self_check_rank"]
+
+_DTYPE_CODES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4}
+_FIELDS = ("B", "T_local", "Hq", "Hk", "D", "Dv", "has_g", "dtype", "scale", "grad", "valid")
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+# ----------------------------------------------------------------------------------------------
+# the chunk summary (keys moved to the chunk's end, the chunk's product) and the local scan
+# ----------------------------------------------------------------------------------------------
+
+def _blocks(kh, wh, bh, block_size):
+    """Per block of the chunk (heads-first ``[B, H, L, D]`` inputs): spans, UT matrices ``T_b``, keys moved
+    to the block's end ``K->_b`` and ``T_b W_b``; plus the chunk's keys moved to the chunk's end ``[B, H, L, D]``
+    and its product ``P = H_{L-1} ... H_0`` ``[B, H, D, D]`` (suffix products of block products)."""
+    B, H, L, D = kh.shape
+    spans = [(s, min(s + block_size, L)) for s in range(0, L, block_size)]
+    Ts = [_ut_transform(wh[:, :, s:e], bh[:, :, s:e]) for s, e in spans]
+    K_blk = [_boundary_adjusted_keys(kh[:, :, s:e], wh[:, :, s:e], Tb) for (s, e), Tb in zip(spans, Ts)]
+    TW = [Tb @ wh[:, :, s:e] for (s, e), Tb in zip(spans, Ts)]
+    S = torch.eye(D, dtype=kh.dtype, device=kh.device).expand(B, H, D, D)
+    K_chunk = [None] * len(spans)
+    for b in reversed(range(len(spans))):
+        s, e = spans[b]
+        K_chunk[b] = K_blk[b] @ S.transpose(-1, -2)           # rows (S k)^T, S = later blocks' product
+        S = S @ _block_product(wh[:, :, s:e], bh[:, :, s:e], Ts[b])
+    K_end = torch.cat(K_chunk, dim=2) if spans else kh
+    return spans, Ts, K_blk, TW, K_end, S
+
+
+def _repeat(x, n_rep):
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
+
+
+def _online(m, l, acc, logits, v):
+    m_new = torch.maximum(m, logits.amax(dim=-1))
+    alpha = torch.exp(m - m_new)
+    p = torch.exp(logits - m_new[..., None])
+    return m_new, l * alpha + p.sum(dim=-1), acc * alpha[..., None] + p @ v
+
+
+def _scan(qh, kh, vh, wh, blk, G, scale, earlier):
+    """Rank r's output ``[B, Hq, L, Dv]``: per query block, the chunk's own key blocks (the diagonal block,
+    then right to left) and then the earlier chunks ``c = r-1, ..., 0`` from their summaries.
+
+    qh, kh, wh ``[B, Hq, L, D]``, vh ``[B, Hq, L, Dv]`` and the block tensors ``blk = (spans, T_b, K->_b,
+    T_b W_b)`` in Hq heads; G ``[B, Hq, L]`` the local gate cumsum or None; ``earlier``: a list over
+    c = 0..r-1 of ``(K->_c [B, Hq, L, D], V_c [B, Hq, L, Dv], P_c [B, Hq, D, D], G_c [B, Hq, L] or None)``.
+    """
+    spans, Ts, K_blk, TW = blk
+    width = max((e - s for s, e in spans), default=0)
+    causal = torch.ones(width, width, dtype=torch.bool, device=qh.device).tril()
+    outs = []
+    for i, (s, e) in enumerate(spans):
+        Qi, Ki, Wi, n = qh[:, :, s:e], kh[:, :, s:e], wh[:, :, s:e], e - s
+        # the diagonal block: all pairs inside it (the UT all-pairs form)
+        S = torch.tril(Qi @ Ki.transpose(-1, -2)) - torch.tril(Qi @ Wi.transpose(-1, -2)) @ Ts[i] @ \
+            torch.tril(Wi @ Ki.transpose(-1, -2), diagonal=-1)
+        logits = scale * S
+        if G is not None:
+            logits = logits + G[:, :, s:e, None] - G[:, :, None, s:e]
+        logits = logits.masked_fill(~causal[:n, :n], float("-inf"))
+        m = logits.amax(dim=-1)
+        p = torch.exp(logits - m[..., None])
+        l, acc = p.sum(dim=-1), p @ vh[:, :, s:e]
+        Q = _boundary_adjusted_queries(Qi, Wi, Ts[i])        # the queries moved to their block's start
+        for j in range(i - 1, -1, -1):                       # the chunk's earlier blocks, right to left
+            sj, ej = spans[j]
+            logits = scale * (Q @ K_blk[j].transpose(-1, -2))
+            if G is not None:
+                logits = logits + G[:, :, s:e, None] - G[:, :, None, sj:ej]
+            m, l, acc = _online(m, l, acc, logits, vh[:, :, sj:ej])
+            Q = Q - (Q @ wh[:, :, sj:ej].transpose(-1, -2)) @ TW[j]
+        # Q is at the chunk's start now: continue across the earlier chunks, right to left
+        gap = None                                           # gate totals of the chunks c..r-1
+        for c in range(len(earlier) - 1, -1, -1):
+            K_c, V_c, P_c, G_c = earlier[c]
+            logits = scale * (Q @ K_c.transpose(-1, -2))
+            if G is not None:
+                gap = G_c[:, :, -1] if gap is None else gap + G_c[:, :, -1]
+                logits = logits + (G[:, :, s:e] + gap[..., None])[..., None] - G_c[:, :, None, :]
+            m, l, acc = _online(m, l, acc, logits, V_c)
+            if c:
+                Q = Q @ P_c                                  # across chunk c: q^T ... H_{cL} = (q^T ...) P_c
+        outs.append(acc / l[..., None])
+    return torch.cat(outs, dim=2)
+
+
+class _Local:
+    """One rank's inputs heads-first in the compute dtype, its blocks and its chunk summary.
+
+    Attributes: q ``[B, Hq, L, D]``; k, w ``[B, Hk, L, D]``; v ``[B, Hk, L, Dv]``; beta ``[B, Hk, L]``;
+    G ``[B, Hq, L]`` (local gate cumsum) or None; the summary ``K_end [B, Hk, L, D]``, ``P [B, Hk, D, D]``.
+    """
+
+    def __init__(self, q, k, v, w, beta, g, block_size):
+        dt = _compute_dtype(q)
+        self.dtype, self.n_rep = dt, q.shape[2] // k.shape[2]
+        self.q, self.k, self.v = (x.to(dt).transpose(1, 2) for x in (q, k, v))
+        self.w, self.beta = w.to(dt).transpose(1, 2), beta.to(dt).transpose(1, 2)
+        self.G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
+        self.spans, self.Ts, self.K_blk, self.TW, self.K_end, self.P = _blocks(self.k, self.w, self.beta,
+                                                                              block_size)
+
+    def summary(self):
+        return (self.K_end, self.v, self.P, self.G)
+
+    def output(self, scale, earlier):
+        """``[B, Hq, L, Dv]`` given the earlier chunks' summaries (in Hk heads, gates in Hq heads)."""
+        r = lambda x: _repeat(x, self.n_rep)                 # noqa: E731
+        blk = (self.spans, [r(x) for x in self.Ts], [r(x) for x in self.K_blk], [r(x) for x in self.TW])
+        earlier = [(r(K), r(V), r(P), G) for K, V, P, G in earlier]
+        return _scan(self.q, r(self.k), r(self.v), r(self.w), blk, self.G, scale, earlier)
+
+
+def summary_numel(batch: int, chunk_len: int, n_heads: int, n_kv_heads: int, head_dim: int,
+                  value_dim: Optional[int] = None, *, gate: bool = False) -> int:
+    """Numbers in one rank's chunk summary: ``B Hk (L (D + Dv) + D^2)`` plus ``B Hq L`` gates with a gate."""
+    for name, x in (("batch", batch), ("chunk_len", chunk_len), ("n_heads", n_heads),
+                    ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)):
+        check_int(x, name, minimum=0)
+    value_dim = head_dim if value_dim is None else check_int(value_dim, "value_dim", minimum=0)
+    check_bool(gate, "gate")
+    return batch * n_kv_heads * (chunk_len * (head_dim + value_dim) + head_dim ** 2) + \
+        (batch * n_heads * chunk_len if gate else 0)
+
+
+def _pack(summary) -> torch.Tensor:
+    return torch.cat([x.reshape(-1) for x in summary if x is not None])
+
+
+def _unpack(flat, B, L, Hq, Hk, D, Dv, gate):
+    sizes = [B * Hk * L * D, B * Hk * L * Dv, B * Hk * D * D] + ([B * Hq * L] if gate else [])
+    parts = torch.split(flat, sizes)
+    K, V, P = parts[0].view(B, Hk, L, D), parts[1].view(B, Hk, L, Dv), parts[2].view(B, Hk, D, D)
+    return K, V, P, (parts[3].view(B, Hq, L) if gate else None)
+
+
+# ----------------------------------------------------------------------------------------------
+# single process: the same per-chunk computation with the chunks side by side
+# ----------------------------------------------------------------------------------------------
+
+def chunked_path_attention(q, k, v, w, beta, g=None, *, n_chunks: int, scale=None, block_size: int = 64,
+                           check_values: bool = True) -> torch.Tensor:
+    """PaTH attention computed as ``n_chunks`` context-parallel ranks would, in one process.
+
+    The sequence (shapes as :func:`path_lib.reference.attention.path_attention`, ``T`` a multiple of ``n_chunks``)
+    is cut into contiguous chunks; each chunk's summary is formed on its own, and each chunk's output
+    from its own inputs and the earlier chunks' summaries only, by the code that
+    :func:`context_parallel_path_attention` runs on each rank. Returns ``[B, T, Hq, Dv]`` in q's dtype.
+    """
+    check_int(n_chunks, "n_chunks", minimum=1)
+    check_block_size(block_size)
+    check_bool(check_values, "check_values")
+    B, T, Hq, Hk, D = check_qkv(q, k, v, finite=check_values)
+    check_path_params(q, k, w, beta, g, check_values=check_values)
+    scale = check_scale(scale, D)
+    if T % n_chunks:
+        raise ValueError(f"n_chunks ({n_chunks}) must divide the sequence length T={T}")
+    L = T // n_chunks
+    if L == 0:
+        return q.new_zeros(B, 0, Hq, v.shape[-1])
+    cut = lambda x, c: None if x is None else x[:, c * L:(c + 1) * L]   # noqa: E731
+    ranks = [_Local(*(cut(x, c) for x in (q, k, v, w, beta, g)), block_size) for c in range(n_chunks)]
+    summaries = [loc.summary() for loc in ranks]
+    outs = [loc.output(scale, summaries[:c]) for c, loc in enumerate(ranks)]
+    return torch.cat(outs, dim=2).transpose(1, 2).to(q.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# across processes
+# ----------------------------------------------------------------------------------------------
+
+def _dist():
+    import torch.distributed as dist
+    return dist
+
+
+class _AllGather(torch.autograd.Function):
+    """``x [n]`` on every rank -> ``[R, n]`` (row s from rank s). Backward: the gradient of row ``r`` summed
+    over all ranks goes to rank ``r`` (reduce-scatter on NCCL; all-reduce and a row elsewhere, e.g. gloo,
+    which has no reduce-scatter)."""
+
+    @staticmethod
+    def forward(ctx, x, group, world, rank):
+        dist = _dist()
+        ctx.group, ctx.world, ctx.rank = group, world, rank
+        out = x.new_empty(world, x.numel())
+        dist.all_gather(list(out.unbind(0)), x.contiguous(), group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dist = _dist()
+        grad = grad.contiguous()
+        if "nccl" in str(dist.get_backend(ctx.group)) and grad.is_cuda:
+            mine = grad.new_empty(grad.shape[1])
+            dist.reduce_scatter_tensor(mine, grad.view(-1), group=ctx.group)
+        else:
+            dist.all_reduce(grad, group=ctx.group)
+            mine = grad[ctx.rank]
+        return mine, None, None, None
+
+
+class _Tie(torch.autograd.Function):
+    """``out`` unchanged, with ``rows`` (the gathered summaries) as a second input whose gradient is zero:
+    every rank's output then depends on the collective in the autograd graph, so every rank runs its
+    backward collective (rank 0 reads no earlier chunk and would otherwise skip it: a hang)."""
+
+    @staticmethod
+    def forward(ctx, out, rows):
+        ctx.rows_shape, ctx.rows_dtype, ctx.rows_device = rows.shape, rows.dtype, rows.device
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        zero = None
+        if ctx.needs_input_grad[1]:
+            zero = torch.zeros(ctx.rows_shape, dtype=ctx.rows_dtype, device=ctx.rows_device)
+        return grad, zero
+
+
+def _group_info(group):
+    """(group, world size, rank in the group, device for collectives' tensors) or a named error."""
+    dist = _dist()
+    if not dist.is_available():
+        raise ValueError("group: torch.distributed is not available in this build of torch")
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise TypeError(f"group must be a torch.distributed.ProcessGroup or None, got {type(group).__name__}")
+    if not dist.is_initialized():
+        raise ValueError("group: torch.distributed is not initialised; call "
+                         "torch.distributed.init_process_group first (torchrun sets up its environment)")
+    rank = dist.get_rank(group)
+    if rank < 0:
+        raise ValueError("group: this process is not a member of the given process group")
+    return group, dist.get_world_size(group), rank, str(dist.get_backend(group))
+
+
+def _collective_device(backend: str, q: Optional[torch.Tensor]) -> torch.device:
+    """Where the collectives' tensors live: q's device for CUDA q on an NCCL group, the current CUDA
+    device on an NCCL-only group (even when q is invalid: every rank must pass CUDA tensors), else the CPU."""
+    if "nccl" in backend:
+        if q is not None and q.is_cuda:
+            return q.device
+        if "gloo" not in backend and torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _describe(q, k, v, w, beta, g, scale, valid: bool) -> torch.Tensor:
+    """This rank's float64 descriptor (``_FIELDS``); shapes read only where the inputs are valid."""
+    if not valid:
+        return torch.tensor([-1.0] * (len(_FIELDS) - 1) + [0.0], dtype=torch.float64)
+    B, L, Hq, D = q.shape
+    grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (k, v, w, beta, g))
+    return torch.tensor([B, L, Hq, k.shape[2], D, v.shape[3], float(g is not None),
+                         _DTYPE_CODES[q.dtype], scale, float(grad), 1.0], dtype=torch.float64)
+
+
+def _agree(rows: torch.Tensor, rank: int, own_error: Optional[BaseException]):
+    """Raise the same error on every rank if a rank's inputs were invalid or the ranks disagree."""
+    bad = [s for s in range(rows.shape[0]) if rows[s, -1] != 1.0]
+    if bad:
+        if own_error is not None:
+            raise own_error
+        raise ValueError(f"context_parallel_path_attention: the inputs of rank(s) {bad} failed validation "
+                         "(their error says why); no rank computed anything")
+    names = {"B": "q's batch size B", "T_local": "the chunk length T_local (q.shape[1])",
+             "Hq": "q's heads Hq", "Hk": "k's heads Hk", "D": "the head dim D", "Dv": "v's head dim Dv",
+             "has_g": "whether g is given", "dtype": "q's dtype", "scale": "the scale",
+             "grad": "whether k, v, w, beta or g require grad"}
+    advice = {"T_local": "every rank must hold a contiguous chunk of the same length",
+              "grad": "every rank must record gradients (and run the backward) or none",
+              "scale": "pass the same scale on every rank"}
+    inv = {c: _name_dtype(d) for d, c in _DTYPE_CODES.items()}
+    show = {"dtype": lambda x: inv[int(x)], "scale": lambda x: f"{x:.6g}", "has_g": bool, "grad": bool}
+    for f, name in enumerate(_FIELDS[:-1]):
+        col = rows[:, f]
+        if bool((col != col[0]).any()):
+            shown = ", ".join(f"rank {s}: {show.get(name, int)(x)}" for s, x in enumerate(col.tolist()))
+            raise ValueError(f"context_parallel_path_attention: {names[name]} differs across the ranks "
+                             f"({shown}); {advice.get(name, 'every rank must hold a chunk of the same shape')}")
+
+
+def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, group=None, block_size: int = 64,
+                                    check_values: bool = True, check_ranks: bool = True) -> torch.Tensor:
+    """Causal PaTH attention (PaTH-FoX with ``g``) of a sequence split across the ranks of ``group``.
+
+    Rank ``r`` of ``R`` holds tokens ``[r L, (r + 1) L)``; every rank calls this with its own chunk.
+
+    Args:
+        q: ``[B, L, Hq, D]`` this rank's queries; k: ``[B, L, Hk, D]``; v: ``[B, L, Hk, Dv]``;
+            ``Hq`` a multiple of ``Hk``.
+        w: ``[B, L, Hk, D]`` unit directions; beta: ``[B, L, Hk]`` in [0, 2]; g: ``[B, L, Hq]`` log forget
+            gates (<= 0) or None on every rank. w, beta, g float32 or float64.
+        scale: logit scale, default ``D ** -0.5`` (the same on every rank).
+        group: the process group (default: the world); ``torch.distributed`` must be initialised.
+        block_size: block length of the local blockwise scan.
+        check_values: also check values locally (finite, beta range, unit w, g <= 0).
+        check_ranks: agree on shapes and validity across ranks before any data moves (see the module
+            docstring); False skips that collective.
+    Returns:
+        ``[B, L, Hq, Dv]``: this rank's rows of the output, in q's dtype (computed in float64 for float64
+        q, else float32), differentiable in q, k, v, w, beta and g; gradients reach the other ranks'
+        inputs through the collective's backward, so every rank must run the backward too.
+    """
+    grp, world, rank, backend = _group_info(group)
+    check_bool(check_ranks, "check_ranks")
+    err = None
+    try:
+        check_block_size(block_size)
+        check_bool(check_values, "check_values")
+        B, L, Hq, Hk, D = check_qkv(q, k, v, finite=check_values)
+        check_path_params(q, k, w, beta, g, check_values=check_values)
+        scale = check_scale(scale, D)
+    except (TypeError, ValueError) as e:
+        if not check_ranks:
+            raise
+        err = e
+    cdev = _collective_device(backend, q if err is None else None)
+    if check_ranks:
+        desc = _describe(q, k, v, w, beta, g, scale, err is None).to(cdev)
+        rows = desc.new_empty(world, desc.numel())
+        _dist().all_gather(list(rows.unbind(0)), desc, group=grp)
+        _agree(rows.cpu(), rank, err)
+    Dv = v.shape[3]
+    if L == 0:
+        return q.new_zeros(B, 0, Hq, Dv)
+    loc = _Local(q, k, v, w, beta, g, block_size)
+    earlier = []
+    if world > 1:
+        flat = _pack(loc.summary())
+        rows = _AllGather.apply(flat.to(cdev), grp, world, rank).to(flat.device)
+        earlier = [_unpack(rows[s], B, L, Hq, Hk, D, Dv, g is not None) for s in range(rank)]
+        return _Tie.apply(loc.output(scale, earlier), rows).transpose(1, 2).to(q.dtype)
+    return loc.output(scale, earlier).transpose(1, 2).to(q.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# the cost model
+# ----------------------------------------------------------------------------------------------
+
+def context_parallel_costs(seq_len: int, world_size: int, *, n_heads: int, head_dim: int,
+                           n_kv_heads: Optional[int] = None, value_dim: Optional[int] = None, batch: int = 1,
+                           gate: bool = False, bytes_per_element: int = 4, block_size: int = 64,
+                           rank: Optional[int] = None) -> Dict:
+    """Forward communication, work and memory of one rank of context-parallel PaTH, against ring attention.
+
+    ``seq_len = world_size * L``; ``rank`` defaults to the last (the busiest). Numbers are tensor elements,
+    operations are ``2 x`` multiply-adds of matrix products, bytes are at ``bytes_per_element``:
+
+    * ``path_received``: elements a rank receives, ``(R - 1)`` chunk summaries (the all-gather and a
+      ring alike); ``ring_received``: ring attention's ``(R - 1) B Hk L (D + Dv)`` (+ ``B Hq L`` gates with
+      ``gate``); ``extra_received``: the difference, ``(R - 1) B Hk D^2``; ``extra_fraction``: its share.
+    * ``path_flops``: the matrix products this module runs on ``rank`` (its summary, its chunk's blockwise
+      scan, the earlier chunks), counted from the code (the ``b x b`` triangular solves are left out);
+      ``ring_flops``: ideal causal ring attention's ``QK^T`` and ``PV`` for the same pairs;
+      ``split_flops``: the products that exist only because the sequence is split (keys moved across
+      later blocks to the chunk's end, block and chunk products, the query state moved across earlier
+      chunks), ``split_fraction = split_flops / ring_flops``.
+    * ``imbalance``: the last rank's attention pairs over the mean rank's.
+    * ``allgather_memory`` / ``ring_memory``: bytes of summaries held (``R`` against 2 in a ring).
+    The backward moves the same volume again (the summaries' gradients).
+    """
+    for name, x in (("seq_len", seq_len), ("world_size", world_size), ("n_heads", n_heads),
+                    ("head_dim", head_dim), ("batch", batch), ("bytes_per_element", bytes_per_element),
+                    ("block_size", block_size)):
+        check_int(x, name, minimum=1)
+    Hk = n_heads if n_kv_heads is None else check_int(n_kv_heads, "n_kv_heads", minimum=1)
+    if n_heads % Hk:
+        raise ValueError(f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({Hk})")
+    Dv = head_dim if value_dim is None else check_int(value_dim, "value_dim", minimum=1)
+    check_bool(gate, "gate")
+    if seq_len % world_size:
+        raise ValueError(f"world_size ({world_size}) must divide seq_len ({seq_len})")
+    R, L, D, B, Hq = world_size, seq_len // world_size, head_dim, batch, n_heads
+    r = R - 1 if rank is None else check_int(rank, "rank", minimum=0)
+    if r >= R:
+        raise ValueError(f"rank must be < world_size ({R}), got {r}")
+    summary = summary_numel(B, L, Hq, Hk, D, Dv, gate=gate)
+    path_recv = (R - 1) * summary
+    ring_recv = (R - 1) * (B * Hk * L * (D + Dv) + (B * Hq * L if gate else 0))
+    # multiply-adds of the code's matrix products (see _blocks and _scan), per head
+    sizes = [min(block_size, L - s) for s in range(0, L, block_size)]
+    blocks_kv = sum(5 * n * n * D + n ** 3 for n in sizes)            # UT W W^T, keys to block end, T W
+    split_kv = sum(2 * n * D * D + D ** 3 for n in sizes)             # keys to chunk end, block products
+    scan_q = 0
+    for i, n in enumerate(sizes):
+        scan_q += 5 * n * n * D + 3 * n ** 3 + n * n * Dv              # diagonal block, queries to start
+        scan_q += sum(nj * n * (3 * D + Dv) for nj in sizes[:i])       # the chunk's earlier blocks
+    earlier_q = r * L * L * (D + Dv)                                  # earlier chunks: Q K^T and P V
+    split_q = max(r - 1, 0) * L * D * D                               # the query state across chunks
+    path_macs = B * Hk * (blocks_kv + split_kv) + B * Hq * (scan_q + earlier_q + split_q)
+    pairs = lambda rk: L * (L + 1) / 2 + rk * L * L                   # noqa: E731
+    ring_flops = 2 * B * Hq * pairs(r) * (D + Dv)
+    split_flops = 2 * (B * Hk * split_kv + B * Hq * split_q)
+    return {
+        "chunk_len": L, "rank": r, "summary_numel": summary,
+        "path_received": path_recv, "ring_received": ring_recv, "extra_received": path_recv - ring_recv,
+        "extra_fraction": (path_recv - ring_recv) / ring_recv if ring_recv else 0.0,
+        "path_received_bytes": path_recv * bytes_per_element, "ring_received_bytes": ring_recv * bytes_per_element,
+        "path_flops": 2 * path_macs, "ring_flops": ring_flops, "split_flops": split_flops,
+        "split_fraction": split_flops / ring_flops,
+        "imbalance": pairs(R - 1) / (sum(pairs(k) for k in range(R)) / R),
+        "allgather_memory": R * summary * bytes_per_element, "ring_memory": min(R, 2) * summary * bytes_per_element,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# a CPU process group on this machine (tests, the book's demonstration, a self-check)
+# ----------------------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _gloo_worker(fn, rank, world, port, args, results, timeout):
+    import datetime
+    import traceback
+    dist = _dist()
+    torch.set_num_threads(1)
+    try:
+        # the group's own timeout comes after the parent's, which kills a hung group first
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=timeout + 30))
+        results.put((rank, True, fn(rank, world, *args)))
+    except BaseException:                                  # noqa: BLE001  reported to the parent
+        results.put((rank, False, traceback.format_exc()))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def run_gloo_group(fn, world_size: int, *args, timeout: float = 60.0) -> list:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` CPU processes joined in a gloo group on this
+    machine; returns their results (picklable values) in rank order.
+
+    The processes are forked from a forkserver that imports torch once. ``fn`` must live in an importable
+    module (not ``__main__`` or a notebook). A rank that raises makes this raise a ``RuntimeError`` with
+    its traceback; if the group has not finished after ``timeout`` seconds (a hang), every process is
+    killed and a ``TimeoutError`` raised, so a caller never blocks.
+    """
+    import multiprocessing as mp
+    import queue
+    import time
+    check_int(world_size, "world_size", minimum=1)
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    module = getattr(fn, "__module__", None)
+    if module in (None, "__main__") or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
+        raise TypeError("fn must be a module-level function of an importable module (the processes import it "
+                        f"by name), got {getattr(fn, '__qualname__', fn)!r} in {module!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["torch", "torch.distributed", __name__, module])
+    results = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_gloo_worker, args=(fn, r, world_size, port, args, results, timeout), daemon=True)
+             for r in range(world_size)]
+    for p in procs:
+        p.start()
+    got, end = {}, time.monotonic() + timeout
+    try:
+        while len(got) < world_size:
+            try:
+                rank, ok, value = results.get(timeout=0.2)
+                got[rank] = (ok, value)
+                continue
+            except queue.Empty:
+                pass
+            dead = [r for r, p in enumerate(procs) if r not in got and p.exitcode is not None]
+            if dead:
+                raise RuntimeError(f"rank {dead[0]} exited with status {procs[dead[0]].exitcode} before reporting")
+            if time.monotonic() > end:
+                raise TimeoutError(f"the {world_size}-process gloo group running {fn.__qualname__} did not finish "
+                                   f"within {timeout} s (a hang?); its processes were killed")
+    finally:
+        for p in procs:
+            p.join(timeout=5.0 if len(got) == world_size else 0.0)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    failed = [(r, v) for r, (ok, v) in sorted(got.items()) if not ok]
+    if failed:
+        raise RuntimeError(f"rank {failed[0][0]} of the gloo group failed:\n{failed[0][1]}")
+    return [got[r][1] for r in range(world_size)]
+
+
+def self_check_rank(rank: int, world_size: int, *, chunk_len: int = 6, n_heads: int = 4, n_kv_heads: int = 2,
+                    head_dim: int = 8, gate: bool = True, block_size: int = 4, seed: int = 0) -> Dict:
+    """Inside a process group: this rank's :func:`context_parallel_path_attention` against
+    ``path_attention(impl="explicit")`` on the whole sequence (float64, the same random inputs on every
+    rank), outputs and the six gradients. Returns ``{"rank", "max_error" (largest absolute error of the
+    output and all gradients), "errors" (per tensor), "seconds" (the call with its backward),
+    "sent_numbers" (this rank's summary), "seq_len"}``."""
+    import time
+    from .reference.attention import path_attention
+    gen = torch.Generator().manual_seed(seed)
+    B, L, T = 1, chunk_len, chunk_len * world_size
+    f64 = dict(generator=gen, dtype=torch.float64)
+    q, k, v = (torch.randn(B, T, h, head_dim, **f64) for h in (n_heads, n_kv_heads, n_kv_heads))
+    w = torch.nn.functional.normalize(torch.randn(B, T, n_kv_heads, head_dim, **f64), dim=-1)
+    beta = 2 * torch.rand(B, T, n_kv_heads, **f64)
+    g = torch.nn.functional.logsigmoid(torch.randn(B, T, n_heads, **f64)) if gate else None
+    full = [x.requires_grad_(True) for x in (q, k, v, w, beta, g) if x is not None]
+    do = torch.randn(B, T, n_heads, head_dim, **f64)
+    ref = path_attention(*full, *([] if gate else [None]), impl="explicit")
+    ref_grads = torch.autograd.grad(ref, full, do)
+    mine = [x.detach()[:, rank * L:(rank + 1) * L].clone().requires_grad_(True) for x in full]
+    t0 = time.perf_counter()
+    out = context_parallel_path_attention(*mine, *([] if gate else [None]), block_size=block_size)
+    grads = torch.autograd.grad(out, mine, do[:, rank * L:(rank + 1) * L])
+    seconds = time.perf_counter() - t0
+    names = ["o", "dq", "dk", "dv", "dw", "dbeta", "dg"][:1 + len(full)]
+    pairs = [(out, ref)] + list(zip(grads, ref_grads))
+    errors = {n: float((a - b[:, rank * L:(rank + 1) * L]).detach().abs().max()) for n, (a, b) in zip(names, pairs)}
+    return {"rank": rank, "max_error": max(errors.values()), "errors": errors, "seconds": seconds,
+            "sent_numbers": summary_numel(B, L, n_heads, n_kv_heads, head_dim, gate=gate), "seq_len": T}
