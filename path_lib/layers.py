@@ -328,6 +328,9 @@ class PaTHAttention(AttentionLayer):
             blockwise).
         block_size: block length of the blockwise backend.
         layer_idx: this layer's index in a ``past_key_values`` cache.
+        w_normalization: ``"unit"`` (``w / max(||w||, 1e-6)``: unit rows) or ``"fla"`` (fla's
+            ``w / sqrt(||w||^2 + 1e-6)``, slightly short of unit for small w: converted fla weights then
+            give fla's outputs; see :func:`path_lib.hf.path_attention_from_fla`).
         check_values: value checks in forward and step (None: only where free; see the module docstring).
         return_tuple: fla's convention: ``forward`` always returns ``(o, None, past_key_values)``.
 
@@ -350,7 +353,7 @@ class PaTHAttention(AttentionLayer):
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, w_rank: int = 32,
                  conv_size: int = 3, use_forget_gate: bool = False, beta_max: Optional[float] = None,
-                 backend: str = "auto", block_size: int = 64, layer_idx: int = 0,
+                 backend: str = "auto", block_size: int = 64, layer_idx: int = 0, w_normalization: str = "unit",
                  check_values: Optional[bool] = None, return_tuple: bool = False):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
         check_choice(backend, "backend", BACKENDS)
@@ -361,6 +364,7 @@ class PaTHAttention(AttentionLayer):
         self.layer_idx = check_int(layer_idx, "layer_idx", minimum=0)
         self.check_values = check_optional_bool(check_values, "check_values")
         self.return_tuple = check_bool(return_tuple, "return_tuple")
+        self.w_normalization = check_choice(w_normalization, "w_normalization", ("unit", "fla"))
         if beta_max is not None:
             beta_max = check_number(beta_max, "beta_max")
             if not (0 < beta_max <= 2):
@@ -384,6 +388,8 @@ class PaTHAttention(AttentionLayer):
             return u.new_zeros(B, 0, self.n_kv_heads, self.head_dim, dtype=_param_dtype(u))
         y = F.conv1d(u.transpose(1, 2), self.w_conv.weight, groups=u.shape[-1]).transpose(1, 2)
         y = F.silu(y).to(_param_dtype(u)).view(B, -1, self.n_kv_heads, self.head_dim)
+        if self.w_normalization == "fla":
+            return y * torch.rsqrt(y.square().sum(-1, keepdim=True) + 1e-6)
         return F.normalize(y, dim=-1, eps=1e-6)
 
     def _beta_g(self, x: torch.Tensor):

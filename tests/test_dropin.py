@@ -367,3 +367,30 @@ def test_sampling_filters(top_k, top_p):
                          for _ in range(200)], 1)
     for b in range(6):
         assert set(draws[b].tolist()) <= _kept(logits[b], top_k, top_p)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["blockwise", "triton"])
+def test_no_device_sync_on_cuda(backend):
+    """On a GPU (module defaults: no value checks there): a TinyLM forward and backward, a padded forward
+    and a decoding step run with CUDA's sync debug mode set to raise on any synchronising call."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    if backend == "triton":
+        pytest.importorskip("triton")
+    torch.manual_seed(0)
+    lm = TinyLM(50, d_model=128, n_layers=2, n_heads=2, attention="path_fox", backend=backend).cuda()
+    tokens = torch.randint(0, 50, (2, 200), device="cuda")
+    mask = torch.ones(2, 200, dtype=torch.long, device="cuda")
+    mask[1, :37] = 0
+    layer = lm.blocks[0].attn
+    _, state = lm.prefill(tokens[:, :10])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        lm(tokens).sum().backward()
+        layer(torch.randn(2, 200, 128, device="cuda"), attention_mask=mask).sum().backward()
+        with torch.no_grad():
+            lm.step(tokens[:, 10], state)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
