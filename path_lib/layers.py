@@ -488,14 +488,25 @@ class PaTHAttention(AttentionLayer):
         return (y, None, past_key_values) if self.return_tuple else y
 
     def _packed(self, x: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
-        """``x [1, total, d_model]`` holding the sequences ``cu_seqlens`` delimits, each run on its own
-        (as the rows of a right-padded batch)."""
+        """``x [1, total, d_model]`` holding the sequences ``cu_seqlens`` delimits, each run on its own.
+
+        The Triton kernels take the packed layout themselves (only w's convolution runs on a right-padded
+        ``[N, L]`` copy, so that it stops at the boundaries); the PyTorch backends run the sequences as the
+        rows of a right-padded batch."""
         offsets = check_cu_seqlens(cu_seqlens, x.shape[0], x.shape[1])
         if x.shape[1] == 0:
             return self._sequence(x)
         index, valid = varlen_layout(offsets, x.device)
-        rows = torch.cat([x[0], x.new_zeros(1, x.shape[2])])[index]          # [N, L, d_model]
-        return self._sequence(rows)[valid][None]
+        pad_rows = lambda t: torch.cat([t[0], t.new_zeros(1, *t.shape[2:])])[index]   # noqa: E731  [N, L, ...]
+        if self._resolve_backend(x) != "triton":
+            return self._sequence(pad_rows(x))[valid][None]
+        from kernels import path_attention as triton_path_attention
+        q, k, v = self.qkv(x)
+        beta, g = self._beta_g(x)
+        u = pad_rows(self.w_up(self.w_down(x)))
+        w = self._w_from_conv_input(F.pad(u, (0, 0, self.conv_size - 1, 0)))[valid][None]
+        o = triton_path_attention(q, k, v, w, beta, g, cu_seqlens=cu_seqlens, check_values=False)
+        return self.out(o)
 
     # -- decoding ---------------------------------------------------------------------------
     def _prefill(self, x: torch.Tensor, valid: Optional[torch.Tensor]):

@@ -384,7 +384,8 @@ def test_no_device_sync_on_cuda(backend):
     mask = torch.ones(2, 200, dtype=torch.long, device="cuda")
     mask[1, :37] = 0
     layer = lm.blocks[0].attn
-    _, state = lm.prefill(tokens[:, :10])
+    with torch.no_grad():
+        _, state = lm.prefill(tokens[:, :10])
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -394,3 +395,24 @@ def test_no_device_sync_on_cuda(backend):
             lm.step(tokens[:, 10], state)
     finally:
         torch.cuda.set_sync_debug_mode(0)
+
+
+@pytest.mark.parametrize("fox", [False, True])
+def test_packed_sequences_reach_the_kernels_packed(monkeypatch, fox):
+    """With the Triton backend the packed layout goes to the kernels as it is (no padding); here a
+    per-sequence float64 reference stands in for the kernel, so the test checks the layer's side: w's
+    convolution stops at each boundary, and the kernel gets cu_seqlens and no value checks."""
+    kernels = pytest.importorskip("kernels")
+    seen = []
+
+    def kernel(q, k, v, w, beta, g=None, *, cu_seqlens=None, check_values=True):
+        seen.append((q.shape, check_values))
+        cs = cu_seqlens.tolist()
+        return torch.cat([path_attention(*(t[:, a:b] for t in (q, k, v, w, beta)), None if g is None else g[:, a:b],
+                                         impl="explicit") for a, b in zip(cs, cs[1:]) if b > a], 1)
+    monkeypatch.setattr(kernels, "path_attention", kernel)
+    layer = _layer(fox, seed=6, backend="triton")
+    xs = [torch.randn(1, L, 12, dtype=f64) for L in (3, 1, 0, 6)]
+    y = layer(torch.cat(xs, 1), cu_seqlens=torch.tensor([0, 3, 4, 4, 10]))
+    assert seen == [((1, 10, 4, 3), False)]
+    torch.testing.assert_close(y, torch.cat([_alone(layer, xx) for xx in xs if xx.shape[1]], 1), atol=1e-12, rtol=0)
