@@ -461,6 +461,9 @@ class PaTHAttention(AttentionLayer):
                                 "(path_lib.cache.StateCache or path_lib.hf.PaTHDynamicCache), got "
                                 f"{type(past_key_values).__name__}")
             state = past_key_values.get_layer_state(self.layer_idx)
+            if state is not None and not (isinstance(state, dict) and isinstance(state.get("cache"), PaTHCache)):
+                raise TypeError(f"past_key_values holds a state for layer_idx={self.layer_idx} that is not a PaTH "
+                                f"layer's ({type(state).__name__}); give each layer its own layer_idx")
             _check_state(state, B, "past_key_values state")
             n_past = 0 if state is None else len(state["cache"])
             valid = None if attention_mask is None else check_attention_mask(

@@ -61,6 +61,11 @@ def test_forward_backward_reads_no_value_on_the_host(attention):
         with _CountSyncs() as c:
             lm(tokens).sum().backward()
             layer(torch.randn(2, 7, 8), attention_mask=mask).sum().backward()
+            with torch.no_grad():
+                _, state = lm.prefill(tokens)
+                lm.step(tokens[:, 0], state)
+                _, _, cache = layer(torch.randn(2, 7, 8), attention_mask=mask, use_cache=True)
+                layer(torch.randn(2, 1, 8), attention_mask=torch.ones(2, 8, dtype=torch.long), past_key_values=cache)
         counts[flag] = c.n
     assert counts[False] == 0
     assert counts[True] > 0                      # the counter does see the value checks
@@ -212,6 +217,10 @@ def test_layer_drop_in_bad_input():
         layer(x, past_key_values={})
     with pytest.raises(TypeError, match="use_cache"):
         layer(x, use_cache=1)
+    bad = StateCache()
+    bad.set_layer_state(0, {"k": torch.zeros(2, 2, 1, 3)})
+    with pytest.raises(TypeError, match="layer_idx"):
+        layer(x, past_key_values=bad)
     _, _, cache = layer(x, use_cache=True)
     with pytest.raises(ValueError, match="batch size"):
         layer(x[:1, :1], past_key_values=cache)
