@@ -40,18 +40,27 @@ class PaTHCache:
         values: ``[B, Hk, t, Dv]``.
         gate_prefix: ``[B, Hq, t]`` cumulative log gate G_j at each cached key (PaTH-FoX only).
         gate_total: ``[B, Hq]`` cumulative log gate G_t up to the current position (PaTH-FoX only).
+        valid: ``[B, t]`` bool, False where a slot holds padding (never attended to), or None when every
+            slot holds a real token.
 
     The cache computes in its ``dtype`` (float32 or float64). Inputs of a lower precision are promoted
     to it; float64 inputs to a float32 cache are refused (they would be rounded silently).
+
+    Storage is preallocated along t and grows by doubling (``capacity`` is the initial size), so a step
+    writes in place instead of copying the whole cache. ``keys``, ``values``, ``gate_prefix`` and
+    ``valid`` are views of that storage; assigning one of them copies the assigned tensor in. When a step
+    records gradients (grad mode on and an input that requires grad, now or earlier) the cache switches
+    to out-of-place updates, so that backpropagation through decoding stays exact.
     """
 
     def __init__(self, batch_size: int, n_q_heads: int, n_kv_heads: int, head_dim: int,
-                 value_dim: Optional[int] = None, *, dtype=torch.float32, device=None):
+                 value_dim: Optional[int] = None, *, dtype=torch.float32, device=None, capacity: int = 16):
         check_int(batch_size, "batch_size", minimum=0)
         check_int(n_q_heads, "n_q_heads", minimum=1)
         check_int(n_kv_heads, "n_kv_heads", minimum=1)
         check_int(head_dim, "head_dim", minimum=1)
         value_dim = head_dim if value_dim is None else check_int(value_dim, "value_dim", minimum=1)
+        check_int(capacity, "capacity", minimum=0)
         if n_q_heads % n_kv_heads:
             raise ValueError(f"n_q_heads ({n_q_heads}) must be a positive multiple of n_kv_heads ({n_kv_heads})")
         if dtype not in CACHE_DTYPES:
@@ -68,52 +77,170 @@ class PaTHCache:
                 raise ValueError("device must be a real device, not meta (the cache holds data)")
         self.n_rep = n_q_heads // n_kv_heads
         try:
-            self.keys = torch.zeros(batch_size, n_kv_heads, 0, head_dim, dtype=dtype, device=device)
+            self._k = torch.zeros(batch_size, n_kv_heads, capacity, head_dim, dtype=dtype, device=device)
         except (RuntimeError, AssertionError) as e:
             raise ValueError(f"device {str(device)!r} cannot be used here: {e}") from None
-        self.values = torch.zeros(batch_size, n_kv_heads, 0, value_dim, dtype=dtype, device=device)
-        self.gate_prefix = torch.zeros(batch_size, n_q_heads, 0, dtype=dtype, device=device)
+        self._v = torch.zeros(batch_size, n_kv_heads, capacity, value_dim, dtype=dtype, device=device)
+        self._gp = torch.zeros(batch_size, n_q_heads, capacity, dtype=dtype, device=device)
+        self._valid: Optional[torch.Tensor] = None
+        self._len = 0
+        self._recording = False          # a step has recorded gradients: update out of place from now on
         self.gate_total = torch.zeros(batch_size, n_q_heads, dtype=dtype, device=device)
 
+    # -- storage ------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return self.keys.shape[2]
+        return self._len
 
     @property
     def dtype(self):
-        return self.keys.dtype
+        return self._k.dtype
 
     @property
     def device(self):
-        return self.keys.device
+        return self._k.device
 
+    @property
+    def capacity(self) -> int:
+        """Slots allocated along t (grows by doubling)."""
+        return min(self._k.shape[2], self._v.shape[2], self._gp.shape[2])
+
+    @property
+    def keys(self) -> torch.Tensor:
+        return self._k[:, :, :self._len]
+
+    @keys.setter
+    def keys(self, value: torch.Tensor) -> None:
+        self._k, self._len = value.clone(), value.shape[2]
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self._v[:, :, :self._len]
+
+    @values.setter
+    def values(self, value: torch.Tensor) -> None:
+        self._v = value.clone()
+
+    @property
+    def gate_prefix(self) -> torch.Tensor:
+        return self._gp[:, :, :self._len]
+
+    @gate_prefix.setter
+    def gate_prefix(self, value: torch.Tensor) -> None:
+        self._gp = value.clone()
+
+    @property
+    def valid(self) -> Optional[torch.Tensor]:
+        return None if self._valid is None else self._valid[:, :self._len]
+
+    @valid.setter
+    def valid(self, value: Optional[torch.Tensor]) -> None:
+        self._valid = None if value is None else value.to(torch.bool).clone()
+
+    def _records(self, *xs) -> bool:
+        """Whether this update must be out of place (autograd records it, or recorded an earlier one)."""
+        if torch.is_grad_enabled() and (self._recording or any(x is not None and x.requires_grad for x in xs)):
+            self._recording = True
+        return self._recording and torch.is_grad_enabled()
+
+    def _reserve(self, n: int) -> None:
+        """Make room for ``n`` slots, doubling the allocation (amortised O(1) per appended token)."""
+        if n <= self.capacity:
+            return
+        new = max(n, 2 * self.capacity, 16)
+
+        def grow(buf, dim):
+            shape = list(buf.shape)
+            shape[dim] = new
+            out = buf.new_zeros(shape)
+            out.narrow(dim, 0, self._len).copy_(buf.narrow(dim, 0, self._len))
+            return out
+        self._k, self._v, self._gp = grow(self._k, 2), grow(self._v, 2), grow(self._gp, 2)
+        if self._valid is not None:
+            self._valid = grow(self._valid, 1)
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep batch rows ``index`` (a 1-D int64 tensor; beam search reorders the batch this way)."""
+        check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
+        if index.device != self.device:
+            raise ValueError(f"index must be on the cache's device ({self.device}), got {index.device}")
+        self._k, self._v, self._gp = self._k[index], self._v[index], self._gp[index]
+        self.gate_total = self.gate_total[index]
+        if self._valid is not None:
+            self._valid = self._valid[index]
+
+    @classmethod
+    def _from_prefix(cls, keys_end: torch.Tensor, v: torch.Tensor, g: Optional[torch.Tensor], n_q_heads: int, *,
+                    dtype, valid: Optional[torch.Tensor] = None) -> "PaTHCache":
+        """A cache holding a processed prefix: keys ``[B, T, Hk, D]`` already moved to the prefix's end,
+        values ``[B, T, Hk, Dv]``, log gates ``[B, T, Hq]`` or None, ``valid [B, T]`` or None."""
+        B, T, Hk, D = keys_end.shape
+        cache = cls(B, n_q_heads, Hk, D, v.shape[-1], dtype=dtype, device=keys_end.device, capacity=0)
+        cache.keys = keys_end.to(dtype).transpose(1, 2)
+        cache.values = v.to(dtype).transpose(1, 2)
+        if g is not None:
+            G = torch.cumsum(g.to(dtype), dim=1).transpose(1, 2)
+            cache.gate_prefix = G
+            if T:
+                cache.gate_total = G[:, :, -1]
+        else:
+            cache.gate_prefix = torch.zeros(B, n_q_heads, T, dtype=dtype, device=keys_end.device)
+        cache.valid = valid
+        return cache
+
+    # -- the three parts of a step ------------------------------------------------------------------
     def transform(self, w_t: torch.Tensor, beta_t: torch.Tensor) -> None:
         """Move every cached key across ``H_t``: ``k_j <- k_j - beta_t (w_t . k_j) w_t``.
 
         (A building block of :meth:`step`, which checks its inputs; this does not.)"""
         w_t, beta_t = w_t.to(self.dtype), beta_t.to(self.dtype)
-        proj = torch.einsum("bhtd,bhd->bht", self.keys, w_t)
-        self.keys = self.keys - beta_t[..., None, None] * proj[..., None] * w_t[:, :, None, :]
+        keys = self.keys
+        proj = torch.einsum("bhtd,bhd->bht", keys, w_t)
+        update = beta_t[..., None, None] * proj[..., None] * w_t[:, :, None, :]
+        if self._records(w_t, beta_t, keys):
+            self._k = keys - update                            # out of place: autograd keeps its inputs
+        else:
+            keys.sub_(update)                                  # in place, in the preallocated storage
 
-    def append(self, k_t: torch.Tensor, v_t: torch.Tensor, g_t: Optional[torch.Tensor] = None) -> None:
-        """Append an untransformed key and its value (and the gate, which extends the running sum)."""
-        self.keys = torch.cat([self.keys, k_t.to(self.dtype)[:, :, None]], dim=2)
-        self.values = torch.cat([self.values, v_t.to(self.dtype)[:, :, None]], dim=2)
+    def append(self, k_t: torch.Tensor, v_t: torch.Tensor, g_t: Optional[torch.Tensor] = None,
+               valid_t: Optional[torch.Tensor] = None) -> None:
+        """Append an untransformed key and its value (and the gate, which extends the running sum).
+        ``valid_t [B]`` bool marks padding (False) that later queries must not attend to."""
         if g_t is not None:
             self.gate_total = self.gate_total + g_t.to(self.dtype)
-        self.gate_prefix = torch.cat([self.gate_prefix, self.gate_total[:, :, None]], dim=2)
+        t = self._len
+        if valid_t is not None and self._valid is None:       # first padding: every earlier slot is real
+            self._valid = torch.ones(self._k.shape[0], self._k.shape[2], dtype=torch.bool, device=self.device)
+        if self._records(k_t, v_t, g_t, self._k, self._v, self.gate_total):
+            self._k = torch.cat([self.keys, k_t.to(self.dtype)[:, :, None]], dim=2)
+            self._v = torch.cat([self.values, v_t.to(self.dtype)[:, :, None]], dim=2)
+            self._gp = torch.cat([self.gate_prefix, self.gate_total[:, :, None]], dim=2)
+            if self._valid is not None:
+                new = valid_t if valid_t is not None else torch.ones_like(self._valid[:, 0])
+                self._valid = torch.cat([self._valid[:, :t], new[:, None]], dim=1)
+        else:
+            self._reserve(t + 1)
+            self._k[:, :, t] = k_t
+            self._v[:, :, t] = v_t
+            self._gp[:, :, t] = self.gate_total
+            if self._valid is not None:
+                self._valid[:, t] = True if valid_t is None else valid_t
+        self._len = t + 1
 
     def attend(self, q_t: torch.Tensor, scale: float) -> torch.Tensor:
         """Softmax attention of ``q_t`` ``[B, Hq, D]`` over the cache; returns ``[B, Hq, Dv]``."""
+        self._records(q_t)
         keys = self.keys.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else self.keys
         values = self.values.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else self.values
         logits = scale * torch.einsum("bhd,bhtd->bht", q_t.to(self.dtype), keys)
         logits = logits + self.gate_total[..., None] - self.gate_prefix
+        if self._valid is not None:     # padding gets no weight (the finite minimum keeps all-padding rows finite)
+            logits = logits.masked_fill(~self.valid[:, None, :], torch.finfo(logits.dtype).min)
         return torch.einsum("bht,bhtd->bhd", torch.softmax(logits, dim=-1), values)
 
-    def _check_step(self, q_t, k_t, v_t, w_t, beta_t, g_t, check_values):
-        B, Hk, _, D = self.keys.shape
+    def _check_step(self, q_t, k_t, v_t, w_t, beta_t, g_t, valid_t, check_values):
+        B, Hk, _, D = self._k.shape
         Hq = Hk * self.n_rep
-        expected = {"q_t": (B, Hq, D), "k_t": (B, Hk, D), "v_t": (B, Hk, self.values.shape[-1]),
+        expected = {"q_t": (B, Hq, D), "k_t": (B, Hk, D), "v_t": (B, Hk, self._v.shape[-1]),
                     "w_t": (B, Hk, D), "beta_t": (B, Hk), "g_t": (B, Hq)}
         layout = {"q_t": "[B, Hq, D]", "k_t": "[B, Hk, D]", "v_t": "[B, Hk, Dv]", "w_t": "[B, Hk, D]",
                   "beta_t": "[B, Hk]", "g_t": "[B, Hq]"}
@@ -134,6 +261,12 @@ class PaTHCache:
                     extra = f" (the cache holds batch size {B}: is it a state from another batch?)"
                 raise ValueError(f"{name} must have shape {expected[name]} = {layout[name]}, "
                                  f"got {tuple(x.shape)}{extra}")
+        if valid_t is not None:
+            check_tensor(valid_t, "valid_t", ndim=1, dtypes=(torch.bool,), finite=False)
+            if valid_t.device != self.device:
+                raise ValueError(f"valid_t must be on the cache's device ({self.device}), got {valid_t.device}")
+            if tuple(valid_t.shape) != (B,):
+                raise ValueError(f"valid_t must have shape ({B},) = [B], got {tuple(valid_t.shape)}")
         if check_values:
             for name, x in args:
                 if x is not None:
@@ -143,21 +276,27 @@ class PaTHCache:
             if g_t is not None:
                 check_log_gate(g_t, "g_t")
 
-    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, check_values: bool = True) -> torch.Tensor:
+    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None,
+             check_values: bool = True) -> torch.Tensor:
         """One decoding step: transform the cache by ``H_t``, append ``k_t``, attend with ``q_t``.
 
         Args:
             q_t ``[B, Hq, D]``; k_t, w_t ``[B, Hk, D]``; v_t ``[B, Hk, Dv]``; beta_t ``[B, Hk]``;
             g_t ``[B, Hq]`` or None. w_t, beta_t, g_t are float32 or float64.
+            valid_t: optional ``[B]`` bool; False marks a padding token in that row: it transforms nothing
+                (beta 0), adds no gate, and is never attended to (its own output is unspecified).
             check_values: also check values (finite, beta_t in [0, 2], unit w_t, g_t <= 0); shapes,
             dtypes and devices always are. Everything is checked before the cache changes.
         Returns ``[B, Hq, Dv]`` in the cache's dtype.
         """
         check_bool(check_values, "check_values")
-        self._check_step(q_t, k_t, v_t, w_t, beta_t, g_t, check_values)
-        scale = check_scale(scale, self.keys.shape[-1])
+        self._check_step(q_t, k_t, v_t, w_t, beta_t, g_t, valid_t, check_values)
+        scale = check_scale(scale, self._k.shape[-1])
+        if valid_t is not None:
+            beta_t = torch.where(valid_t[:, None], beta_t, torch.zeros_like(beta_t))
+            g_t = None if g_t is None else torch.where(valid_t[:, None], g_t, torch.zeros_like(g_t))
         self.transform(w_t, beta_t)
-        self.append(k_t, v_t, g_t)
+        self.append(k_t, v_t, g_t, valid_t)
         return self.attend(q_t, scale)
 
 
@@ -198,30 +337,23 @@ def keys_to_end(k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor, *, block_s
     return torch.cat(out[::-1], dim=2).transpose(1, 2)
 
 
-def prefill(q, k, v, w, beta, g=None, *, scale=None, block_size: int = 64):
+def prefill(q, k, v, w, beta, g=None, *, scale=None, block_size: int = 64, check_values: bool = True):
     """Run a prompt in parallel and return ``(outputs [B, T, Hq, Dv], cache)`` ready for decoding.
 
     The cache computes in float64 for float64 q, else float32. T = 0 gives empty outputs and an empty cache.
+    ``check_values``: also check values (finite, beta in [0, 2], unit w, g <= 0); shapes and dtypes always.
     """
-    B, T, Hq, Hk, D = check_qkv(q, k, v)
-    check_path_params(q, k, w, beta, g)
+    check_bool(check_values, "check_values")
+    B, T, Hq, Hk, D = check_qkv(q, k, v, finite=check_values)
+    check_path_params(q, k, w, beta, g, check_values=check_values)
     check_block_size(block_size)
     scale = check_scale(scale, D)
     # everything is checked: skip the second round of value checks (device syncs)
     o = path_attention(q, k, v, w, beta, g, scale=scale, impl="blockwise", block_size=block_size,
                        check_values=False)
     dt = _compute_dtype(q)
-    cache = PaTHCache(B, Hq, Hk, D, v.shape[-1], dtype=dt, device=q.device)
-    cache.keys = keys_to_end(k, w, beta, block_size=block_size, check_values=False).transpose(1, 2)
-    cache.values = v.to(dt).transpose(1, 2)
-    if g is not None:
-        G = torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
-        cache.gate_prefix = G
-        if T:
-            cache.gate_total = G[:, :, -1]
-    else:
-        cache.gate_prefix = torch.zeros(B, Hq, T, dtype=dt, device=q.device)
-    return o, cache
+    k_end = keys_to_end(k, w, beta, block_size=block_size, check_values=False)
+    return o, PaTHCache._from_prefix(k_end, v, g, Hq, dtype=dt)
 
 
 def decode_path_attention(q, k, v, w, beta, g=None, *, scale=None) -> torch.Tensor:

@@ -16,6 +16,10 @@ input never turns into a silent wrong answer or a CUDA crash further down.
 Order inside a check: type, then device (a meta tensor has no data, so it is refused before anything
 reads a value), then dtype and shape, and value checks (finite, ranges) last: only those synchronise
 with the device, and only they are switched off by the entry points' ``check_values=False``.
+
+Functions check values by default (``check_values=True``). Modules (the layers, ``TinyLM``) take
+``check_values=None`` by default, resolved per call by :func:`values_checked`: value checks run only where
+they cost no device synchronisation and no graph break, i.e. on CPU tensors outside ``torch.compile``.
 """
 from __future__ import annotations
 
@@ -137,6 +141,24 @@ def check_bool(value, name: str) -> bool:
     return value
 
 
+def check_optional_bool(value, name: str) -> Optional[bool]:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{name} must be None or a bool, got {type(value).__name__}")
+    return value
+
+
+def values_checked(check_values: Optional[bool], x: torch.Tensor) -> bool:
+    """Resolve a module's ``check_values`` for one call on input ``x``.
+
+    ``True``: check values (finite inputs, token ids in range, mask entries), a device sync per call on a GPU.
+    ``False``: shapes and dtypes only. ``None``: check only where that is free, i.e. when ``x`` is a CPU
+    tensor and the call is not being traced by ``torch.compile`` (no sync, no graph break).
+    """
+    if check_values is not None:
+        return check_values
+    return x.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 def check_int(value, name: str, *, minimum: Optional[int] = None) -> int:
     """A Python int (not a bool), at least ``minimum`` when given; returned unchanged."""
     if not isinstance(value, int) or isinstance(value, bool):
@@ -244,9 +266,9 @@ def check_choice(value, name: str, choices: Sequence[str]) -> str:
 
 
 def check_tokens(tokens, vocab_size: int, *, ndim: int = 2, min_len: int = 0, name: str = "tokens",
-                 vocab_names: Optional[str] = None) -> None:
+                 vocab_names: Optional[str] = None, values: bool = True) -> None:
     """Token ids: an integer tensor with ``ndim`` dims (last one at least ``min_len`` long), values in
-    ``[0, vocab_size)``."""
+    ``[0, vocab_size)`` (checked when ``values``: a device sync)."""
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tokens).__name__}")
     check_device(tokens, name)
@@ -256,6 +278,6 @@ def check_tokens(tokens, vocab_size: int, *, ndim: int = 2, min_len: int = 0, na
         shape = "[B, T]" if ndim == 2 else "[B]"
         extra = f" with T >= {min_len}" if min_len and ndim == 2 else ""
         raise ValueError(f"{name} must have shape {shape}{extra}, got {tuple(tokens.shape)}")
-    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+    if values and tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         suffix = f" ({vocab_names})" if vocab_names else ""
         raise ValueError(f"{name} must lie in [0, {vocab_size}){suffix}")

@@ -10,6 +10,10 @@ PaTH's per-token parameters follow the paper and fla's layer (PATH_NOTES section
     beta_t = 2 * sigmoid(Linear(x_t))          one per key head, optionally clipped to beta_max < 2
     g_t    = logsigmoid(Linear(x_t))           one per query head (PaTH-FoX only)
 
+Value checks (finite inputs, token ids in range, mask entries) follow the layer's ``check_values``
+(``None`` by default: only where they cost no device sync and no graph break, i.e. on CPU tensors outside
+``torch.compile``; ``True`` always, ``False`` never). Shapes and dtypes are always checked.
+
 Layers whose class sets ``uses_token_ids = True`` (the token-angle rotations of
 :mod:`path_lib.nn.rotations`) also read the token ids: ``TinyLM`` hands them over as ``layer.token_ids``
 (``[B, T]``, or ``[B, 1]`` in ``step``) for the duration of each call.
@@ -26,10 +30,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..validation import check_bool, check_choice, check_int, check_number, check_tensor
+from ..validation import (check_bool, check_choice, check_finite, check_int, check_number, check_optional_bool,
+                          check_tensor, check_tokens, values_checked)
 from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
                                    softmax_attention, alibi_attention)
-from ..decoding import PaTHCache
+from .cache import StateCache
+from ..decoding import PaTHCache, keys_to_end
+from .padding import check_attention_mask, check_cu_seqlens, compaction, gather_time, varlen_layout
 from ..reference.sba import sba_attention, stick_breaking_weights
 
 __all__ = [
@@ -82,10 +89,15 @@ def _check_state(state, batch_size: int, name: str = "state") -> None:
                              "(state=None) for a new batch")
 
 
-def _check_x(x, d_model: int, name: str = "x", ndim: int = 3) -> None:
+def _check_x(x, d_model: int, name: str = "x", ndim: int = 3, check_values: Optional[bool] = False) -> bool:
+    """Shape and dtype of ``x``; its values too where ``check_values`` resolves to True. Returns that."""
     check_tensor(x, name, ndim=ndim, finite=False)
     if x.shape[-1] != d_model:
         raise ValueError(f"{name} must have last dimension d_model={d_model}, got {x.shape[-1]}")
+    checked = values_checked(check_values, x)
+    if checked:
+        check_finite(x, name)
+    return checked
 
 
 class AttentionLayer(nn.Module):
@@ -107,6 +119,10 @@ class AttentionLayer(nn.Module):
                                  "unless head_dim is given")
             head_dim = d_model // n_heads
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim
+        #: value checks in forward and step (None: only where free, see the module docstring)
+        self.check_values: Optional[bool] = None
+        #: this layer's index in a ``past_key_values`` cache (TinyLM numbers its layers)
+        self.layer_idx = 0
         self.q_proj = _init_linear(nn.Linear(d_model, n_heads * head_dim, bias=False))
         self.k_proj = _init_linear(nn.Linear(d_model, n_kv_heads * head_dim, bias=False))
         self.v_proj = _init_linear(nn.Linear(d_model, n_kv_heads * head_dim, bias=False))
@@ -127,7 +143,7 @@ class AttentionLayer(nn.Module):
     # Baselines decode with a plain growing KV cache and this layer's logit bias.
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
         """One token: ``x_t [B, d_model]`` -> ``(y_t [B, d_model], state)``."""
-        _check_x(x_t, self.d_model, "x_t", ndim=2)
+        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
         _check_state(state, x_t.shape[0])
         x = x_t[:, None]
         if state is None:
@@ -138,6 +154,24 @@ class AttentionLayer(nn.Module):
         # from the cached inputs. Exact, but O(t^2) per token; the built-in layers override it.
         y = self.forward(state["x"])[:, -1]
         return y, state
+
+    def prefill(self, x: torch.Tensor):
+        """A prompt ``x [B, T, d_model]`` -> ``(y [B, T, d_model], state)``, the state ready for ``step``.
+
+        This default runs ``step`` token by token (layers with a parallel prefill override it)."""
+        _check_x(x, self.d_model, check_values=self.check_values)
+        ids = getattr(self, "token_ids", None)
+        state, ys = None, []
+        try:
+            for t in range(x.shape[1]):
+                if ids is not None:
+                    self.token_ids = ids[:, t:t + 1]
+                y, state = self.step(x[:, t], state)
+                ys.append(y)
+        finally:
+            if ids is not None:
+                self.token_ids = ids
+        return (torch.stack(ys, 1) if ys else x.new_zeros(x.shape)), state
 
 
 class _CachedSoftmaxAttention(AttentionLayer):
@@ -154,7 +188,7 @@ class _CachedSoftmaxAttention(AttentionLayer):
         return None
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
-        _check_x(x_t, self.d_model, "x_t", ndim=2)
+        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
         _check_state(state, x_t.shape[0])
         q, k, v = self.qkv(x_t[:, None])                     # [B, 1, H, Dh]
         pos = 0 if state is None else state["pos"]
@@ -179,9 +213,9 @@ class NoPEAttention(_CachedSoftmaxAttention):
     """Causal softmax attention without position encoding."""
 
     def forward(self, x):
-        _check_x(x, self.d_model)
+        checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
-        return self.out(softmax_attention(q, k, v))
+        return self.out(softmax_attention(q, k, v, check_values=checked))
 
 
 class RoPEAttention(_CachedSoftmaxAttention):
@@ -192,9 +226,9 @@ class RoPEAttention(_CachedSoftmaxAttention):
         self.rope_base = check_number(rope_base, "rope_base", positive=True)
 
     def forward(self, x):
-        _check_x(x, self.d_model)
+        checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
-        return self.out(rope_attention(q, k, v, base=self.rope_base))
+        return self.out(rope_attention(q, k, v, base=self.rope_base, check_values=checked))
 
     def _position_qk(self, q, k, pos):
         return apply_rope(q, base=self.rope_base, offset=pos), apply_rope(k, base=self.rope_base, offset=pos)
@@ -208,9 +242,9 @@ class ALiBiAttention(_CachedSoftmaxAttention):
         self.register_buffer("slopes", alibi_slopes(n_heads).float(), persistent=False)
 
     def forward(self, x):
-        _check_x(x, self.d_model)
+        checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
-        return self.out(alibi_attention(q, k, v, slopes=self.slopes))
+        return self.out(alibi_attention(q, k, v, slopes=self.slopes, check_values=checked))
 
     def _cache_bias(self, x_t, state):
         t = state["pos"]
@@ -226,10 +260,10 @@ class FoXAttention(_CachedSoftmaxAttention):
         self.g_proj = _init_linear(nn.Linear(d_model, n_heads, bias=True))
 
     def forward(self, x):
-        _check_x(x, self.d_model)
+        checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
         g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x)))
-        return self.out(fox_attention(q, k, v, g))
+        return self.out(fox_attention(q, k, v, g, check_values=checked))
 
     def _cache_bias(self, x_t, state):
         g = F.logsigmoid(self.g_proj(x_t).to(_param_dtype(x_t)))             # [B, Hq]
@@ -251,12 +285,12 @@ class SBAAttention(AttentionLayer):
         self.attend_current = check_bool(attend_current, "attend_current")
 
     def forward(self, x):
-        _check_x(x, self.d_model)
+        checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
-        return self.out(sba_attention(q, k, v, attend_current=self.attend_current))
+        return self.out(sba_attention(q, k, v, attend_current=self.attend_current, check_values=checked))
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
-        _check_x(x_t, self.d_model, "x_t", ndim=2)
+        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
         _check_state(state, x_t.shape[0])
         q, k, v = self.qkv(x_t[:, None])
         k, v = k[:, 0, :, None], v[:, 0, :, None]            # [B, Hk, 1, Dh]
@@ -294,17 +328,44 @@ class PaTHAttention(AttentionLayer):
             ``"auto"`` (triton on CUDA when the kernels are importable and verified on a GPU, else
             blockwise).
         block_size: block length of the blockwise backend.
+        layer_idx: this layer's index in a ``past_key_values`` cache.
+        w_normalization: ``"unit"`` (``w / max(||w||, 1e-6)``: unit rows) or ``"fla"`` (fla's
+            ``w / sqrt(||w||^2 + 1e-6)``, slightly short of unit for small w: converted fla weights then
+            give fla's outputs; see :func:`path_lib.nn.hf.path_attention_from_fla`).
+        check_values: value checks in forward and step (None: only where free; see the module docstring).
+        return_tuple: fla's convention: ``forward`` always returns ``(o, None, past_key_values)``.
+
+    ``forward(x [B, T, d_model], *, attention_mask=None, cu_seqlens=None, past_key_values=None,
+    use_cache=False)``:
+
+    * ``attention_mask [B, T]`` (bool or 0/1 integers, 1 = token): padding anywhere in a row (left
+      padding for generation) is removed as if the row had been unpadded; outputs at padding positions
+      are unspecified (finite). In decoding it may cover the cached tokens too (``[B, t + T]``).
+    * ``cu_seqlens [N + 1]`` (int32/int64): ``x [1, total, d_model]`` holds N packed sequences, each
+      computed independently (convolution and attention stop at the boundaries). Reads the offsets to
+      the host once. Not with a cache or a mask.
+    * ``past_key_values``: a cache with ``get_layer_state`` / ``set_layer_state`` (:class:`path_lib.nn.cache.StateCache`,
+      or :class:`path_lib.nn.hf.PaTHDynamicCache`); ``use_cache=True`` without one starts a ``StateCache``.
+      The first call on an empty cache is a parallel prefill; later calls decode token by token.
+
+    Returns ``o [B, T, d_model]``, or ``(o, None, past_key_values)`` when a cache is used or
+    ``return_tuple`` is set.
     """
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, w_rank: int = 32,
                  conv_size: int = 3, use_forget_gate: bool = False, beta_max: Optional[float] = None,
-                 backend: str = "auto", block_size: int = 64):
+                 backend: str = "auto", block_size: int = 64, layer_idx: int = 0, w_normalization: str = "unit",
+                 check_values: Optional[bool] = None, return_tuple: bool = False):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
         check_choice(backend, "backend", BACKENDS)
         check_int(w_rank, "w_rank", minimum=1)
         check_int(conv_size, "conv_size", minimum=1)
         check_bool(use_forget_gate, "use_forget_gate")
         check_int(block_size, "block_size", minimum=1)
+        self.layer_idx = check_int(layer_idx, "layer_idx", minimum=0)
+        self.check_values = check_optional_bool(check_values, "check_values")
+        self.return_tuple = check_bool(return_tuple, "return_tuple")
+        self.w_normalization = check_choice(w_normalization, "w_normalization", ("unit", "fla"))
         if beta_max is not None:
             beta_max = check_number(beta_max, "beta_max")
             if not (0 < beta_max <= 2):
@@ -328,17 +389,24 @@ class PaTHAttention(AttentionLayer):
             return u.new_zeros(B, 0, self.n_kv_heads, self.head_dim, dtype=_param_dtype(u))
         y = F.conv1d(u.transpose(1, 2), self.w_conv.weight, groups=u.shape[-1]).transpose(1, 2)
         y = F.silu(y).to(_param_dtype(u)).view(B, -1, self.n_kv_heads, self.head_dim)
+        if self.w_normalization == "fla":
+            return y * torch.rsqrt(y.square().sum(-1, keepdim=True) + 1e-6)
         return F.normalize(y, dim=-1, eps=1e-6)
+
+    def _beta_g(self, x: torch.Tensor):
+        """``x [..., d_model]`` -> beta ``[..., Hk]``, g ``[..., Hq]`` or None (float32, float64 for float64 x)."""
+        beta = 2 * torch.sigmoid(self.beta_proj(x).to(_param_dtype(x)))
+        if self.beta_max is not None:
+            beta = beta.clamp(max=self.beta_max)
+        g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x))) if self.g_proj is not None else None
+        return beta, g
 
     def path_params(self, x: torch.Tensor):
         """``x [B, T, d_model]`` -> w ``[B, T, Hk, Dh]``, beta ``[B, T, Hk]``, g ``[B, T, Hq]`` or None (float32)."""
         u = self.w_up(self.w_down(x))
         u = F.pad(u, (0, 0, self.conv_size - 1, 0))
         w = self._w_from_conv_input(u)
-        beta = 2 * torch.sigmoid(self.beta_proj(x).to(_param_dtype(x)))
-        if self.beta_max is not None:
-            beta = beta.clamp(max=self.beta_max)
-        g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x))) if self.g_proj is not None else None
+        beta, g = self._beta_g(x)
         return w, beta, g
 
     def _resolve_backend(self, q: torch.Tensor) -> str:
@@ -359,45 +427,154 @@ class PaTHAttention(AttentionLayer):
                            "correctness sweep (benchmarks/DESIGN.md, How to change a kernel)")
         return "blockwise"
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_x(x, self.d_model)
+    def _attention(self, q, k, v, w, beta, g) -> torch.Tensor:
+        """The attention core on checked inputs; w, beta, g are valid by construction (normalised,
+        squashed), so no value checks here (they would synchronise the GPU on every call)."""
+        backend = self._resolve_backend(q)
+        if backend == "triton":
+            from kernels import path_attention as triton_path_attention
+            return triton_path_attention(q, k, v, w, beta, g, check_values=False)
+        impl = "parallel" if backend == "reference" else "blockwise"
+        return path_attention(q, k, v, w, beta, g, impl=impl, block_size=self.block_size, check_values=False)
+
+    def _sequence(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, T, d_model]`` -> ``[B, T, d_model]``, every row one causal sequence."""
         q, k, v = self.qkv(x)
         w, beta, g = self.path_params(x)
         if x.shape[1] == 0:                                  # an empty sequence: empty output
             return self.out(q.new_zeros(x.shape[0], 0, self.n_heads, self.head_dim))
-        backend = self._resolve_backend(q)
-        if backend == "triton":
-            from kernels import path_attention as triton_path_attention
-            o = triton_path_attention(q, k, v, w, beta, g)
+        return self.out(self._attention(q, k, v, w, beta, g))
+
+    # -- forward ----------------------------------------------------------------------------
+    def forward(self, x: torch.Tensor, *, attention_mask: Optional[torch.Tensor] = None,
+                cu_seqlens: Optional[torch.Tensor] = None, past_key_values=None, use_cache: bool = False):
+        checked = _check_x(x, self.d_model, check_values=self.check_values)
+        check_bool(use_cache, "use_cache")
+        B, T, _ = x.shape
+        if use_cache or past_key_values is not None:
+            if cu_seqlens is not None:
+                raise ValueError("cu_seqlens (packed sequences) cannot be combined with past_key_values/use_cache; "
+                                 "decode a padded batch with attention_mask instead")
+            if past_key_values is None:
+                past_key_values = StateCache()
+            elif not (hasattr(past_key_values, "get_layer_state") and hasattr(past_key_values, "set_layer_state")):
+                raise TypeError("past_key_values must be a cache with get_layer_state/set_layer_state "
+                                "(path_lib.nn.cache.StateCache or path_lib.nn.hf.PaTHDynamicCache), got "
+                                f"{type(past_key_values).__name__}")
+            state = past_key_values.get_layer_state(self.layer_idx)
+            if state is not None and not (isinstance(state, dict) and isinstance(state.get("cache"), PaTHCache)):
+                raise TypeError(f"past_key_values holds a state for layer_idx={self.layer_idx} that is not a PaTH "
+                                f"layer's ({type(state).__name__}); give each layer its own layer_idx")
+            _check_state(state, B, "past_key_values state")
+            n_past = 0 if state is None else len(state["cache"])
+            valid = None if attention_mask is None else check_attention_mask(
+                attention_mask, B, T, n_past, x, check_values=checked)
+            if state is None:
+                y, state = self._prefill(x, valid)
+            else:
+                ys = []
+                for t in range(T):
+                    y_t, state = self._step(x[:, t], state, None if valid is None else valid[:, t])
+                    ys.append(y_t)
+                y = torch.stack(ys, 1) if ys else x.new_zeros(x.shape)
+            past_key_values.set_layer_state(self.layer_idx, state)
+            return y, None, past_key_values
+        if cu_seqlens is not None:
+            if attention_mask is not None:
+                raise ValueError("pass either cu_seqlens (packed sequences) or attention_mask (a padded batch), not both")
+            y = self._packed(x, cu_seqlens)
+        elif attention_mask is not None:
+            valid = check_attention_mask(attention_mask, B, T, 0, x, check_values=checked)
+            perm, inv = compaction(valid)                     # real tokens first: padding cannot reach them
+            y = gather_time(self._sequence(gather_time(x, perm)), inv)
         else:
-            impl = "parallel" if backend == "reference" else "blockwise"
-            # w, beta and g are valid by construction (normalised, squashed): skip the value checks,
-            # which would synchronise the GPU on every call.
-            o = path_attention(q, k, v, w, beta, g, impl=impl, block_size=self.block_size, check_values=False)
+            y = self._sequence(x)
+        return (y, None, past_key_values) if self.return_tuple else y
+
+    def _packed(self, x: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+        """``x [1, total, d_model]`` holding the sequences ``cu_seqlens`` delimits, each run on its own.
+
+        The Triton kernels take the packed layout themselves (only w's convolution runs on a right-padded
+        ``[N, L]`` copy, so that it stops at the boundaries); the PyTorch backends run the sequences as the
+        rows of a right-padded batch."""
+        offsets = check_cu_seqlens(cu_seqlens, x.shape[0], x.shape[1])
+        if x.shape[1] == 0:
+            return self._sequence(x)
+        index, valid = varlen_layout(offsets, x.device)
+        pad_rows = lambda t: torch.cat([t[0], t.new_zeros(1, *t.shape[2:])])[index]   # noqa: E731  [N, L, ...]
+        if self._resolve_backend(x) != "triton":
+            return self._sequence(pad_rows(x))[valid][None]
+        from kernels import path_attention as triton_path_attention
+        q, k, v = self.qkv(x)
+        beta, g = self._beta_g(x)
+        u = pad_rows(self.w_up(self.w_down(x)))
+        w = self._w_from_conv_input(F.pad(u, (0, 0, self.conv_size - 1, 0)))[valid][None]
+        o = triton_path_attention(q, k, v, w, beta, g, cu_seqlens=cu_seqlens, check_values=False)
         return self.out(o)
 
-    def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
-        """One token through the transformed-key cache: ``x_t [B, d_model]`` -> ``(y_t, state)``."""
-        _check_x(x_t, self.d_model, "x_t", ndim=2)
-        _check_state(state, x_t.shape[0])
+    # -- decoding ---------------------------------------------------------------------------
+    def _prefill(self, x: torch.Tensor, valid: Optional[torch.Tensor]):
+        """A prompt in parallel: ``x [B, T, d_model]``, ``valid [B, T]`` or None -> ``(y, state)``.
+
+        Padding is moved behind each row's tokens, where beta = 0 and g = 0 make it transform nothing
+        and add no gate; the cache marks its slots invalid (never attended to)."""
+        B, T, _ = x.shape
+        if valid is not None:
+            perm, inv = compaction(valid)
+            x, valid = gather_time(x, perm), gather_time(valid, perm)
+        q, k, v = self.qkv(x)
+        u = F.pad(self.w_up(self.w_down(x)), (0, 0, self.conv_size - 1, 0))
+        w = self._w_from_conv_input(u)
+        beta, g = self._beta_g(x)
+        if valid is not None:
+            beta = torch.where(valid[..., None], beta, torch.zeros_like(beta))
+            g = None if g is None else torch.where(valid[..., None], g, torch.zeros_like(g))
+        if T:
+            o = self._attention(q, k, v, w, beta, g)
+        else:
+            o = q.new_zeros(B, 0, self.n_heads, self.head_dim)
+        k_end = keys_to_end(k, w, beta, block_size=self.block_size, check_values=False)
+        cache = PaTHCache._from_prefix(k_end, v, g, self.n_heads, dtype=_param_dtype(x), valid=valid)
+        K1 = self.conv_size - 1                              # the last K1 conv inputs of each row's tokens
+        if valid is None:
+            conv = u[:, u.shape[1] - K1:]
+        else:                                                # row b's token j sits at u[b, j + K1]
+            ends = valid.sum(1)
+            conv = gather_time(u, ends[:, None] + torch.arange(K1, device=x.device))
+        y = self.out(o.to(x.dtype))
+        if valid is not None:
+            y = gather_time(y, inv)
+        return y, {"cache": cache, "conv": conv}
+
+    def _step(self, x_t: torch.Tensor, state: Optional[dict], valid_t: Optional[torch.Tensor]):
         B = x_t.shape[0]
         x = x_t[:, None]
         q, k, v = self.qkv(x)
         u_t = self.w_up(self.w_down(x))                      # [B, 1, w_dim]
         if state is None:
-            dtype = torch.float64 if x_t.dtype == torch.float64 else torch.float32
-            state = {"cache": PaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, dtype=dtype,
+            state = {"cache": PaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, dtype=_param_dtype(x_t),
                                         device=x_t.device),
                      "conv": u_t.new_zeros(B, self.conv_size - 1, u_t.shape[-1])}
         u = torch.cat([state["conv"], u_t], dim=1)           # the last conv_size inputs
-        state["conv"] = u[:, 1:]
+        conv = u[:, 1:]
+        if valid_t is not None:                              # padding does not enter the convolution window
+            conv = torch.where(valid_t[:, None, None], conv, state["conv"])
+        state["conv"] = conv
         w = self._w_from_conv_input(u)[:, 0]
-        beta = 2 * torch.sigmoid(self.beta_proj(x_t).to(_param_dtype(x_t)))
-        if self.beta_max is not None:
-            beta = beta.clamp(max=self.beta_max)
-        g = F.logsigmoid(self.g_proj(x_t).to(_param_dtype(x_t))) if self.g_proj is not None else None
-        o = state["cache"].step(q[:, 0], k[:, 0], v[:, 0], w, beta, g)
+        beta, g = self._beta_g(x_t)
+        o = state["cache"].step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
         return self.out(o[:, None].to(x_t.dtype))[:, 0], state
+
+    def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
+        """One token through the transformed-key cache: ``x_t [B, d_model]`` -> ``(y_t, state)``."""
+        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
+        _check_state(state, x_t.shape[0])
+        return self._step(x_t, state, None)
+
+    def prefill(self, x: torch.Tensor):
+        """A prompt ``x [B, T, d_model]`` in parallel -> ``(y [B, T, d_model], state)`` for :meth:`step`."""
+        _check_x(x, self.d_model, check_values=self.check_values)
+        return self._prefill(x, None)
 
 
 ATTENTION_LAYERS: Dict[str, Callable[..., AttentionLayer]] = {

@@ -13,8 +13,9 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from ..validation import check_bool, check_choice, check_int, check_number, check_tokens
+from ..validation import check_bool, check_choice, check_int, check_number, check_optional_bool, check_tokens, values_checked
 from .layers import ATTENTION_LAYERS, _check_state, _init_linear, make_attention
+from .sampling import check_sampling, sample_next
 
 __all__ = ["TinyLM"]
 
@@ -39,6 +40,11 @@ class _Block(nn.Module):
         x_t = x_t + a
         return x_t + self.mlp(self.norm2(x_t)), state
 
+    def prefill(self, x):
+        a, state = self.attn.prefill(self.norm1(x))
+        x = x + a
+        return x + self.mlp(self.norm2(x)), state
+
 
 class TinyLM(nn.Module):
     """A small decoder-only language model whose position information comes only from its attention.
@@ -50,16 +56,22 @@ class TinyLM(nn.Module):
             and the rotation variants of :mod:`path_lib.nn.rotations`).
         mlp_ratio: hidden width of the MLP relative to d_model.
         tie_embeddings: share the input embedding and the output head.
+        check_values: value checks (token ids in range, finite activations) in forward, step and prefill;
+            None (default): only where free (CPU tensors outside ``torch.compile``), True always (a device
+            sync per call on a GPU), False never. Set on every attention layer too.
         **attention_kwargs: passed to the attention layer (n_kv_heads, backend, beta_max, ...).
 
     ``forward(tokens [B, T] long) -> logits [B, T, vocab_size]``;
-    ``step(token [B] long, state) -> (logits [B, vocab_size], state)``, equal to the forward's rows.
+    ``step(token [B] long, state) -> (logits [B, vocab_size], state)``, equal to the forward's rows;
+    ``prefill(tokens [B, T]) -> (logits of the last position [B, vocab_size], state)`` for ``step``.
+    The attention layers are numbered (``layer_idx``) for a ``past_key_values`` cache.
     """
 
     def __init__(self, vocab_size: int, d_model: int = 128, n_layers: int = 2, n_heads: int = 2, *,
                  attention: str = "path", mlp_ratio: float = 4.0, tie_embeddings: bool = True,
-                 **attention_kwargs):
+                 check_values: Optional[bool] = None, **attention_kwargs):
         super().__init__()
+        self.check_values = check_optional_bool(check_values, "check_values")
         check_int(vocab_size, "vocab_size", minimum=1)
         check_int(d_model, "d_model", minimum=1)
         check_int(n_layers, "n_layers", minimum=1)
@@ -81,9 +93,13 @@ class TinyLM(nn.Module):
             self.head.weight = self.embed.weight
         else:
             _init_linear(self.head)
+        for i, block in enumerate(self.blocks):
+            block.attn.layer_idx = i
+            block.attn.check_values = self.check_values
 
-    def _check_tokens(self, tokens, ndim):
-        check_tokens(tokens, self.vocab_size, ndim=ndim)
+    def _check_tokens(self, tokens, ndim, name="tokens", min_len=0):
+        check_tokens(tokens, self.vocab_size, ndim=ndim, name=name, min_len=min_len,
+                     values=values_checked(self.check_values, tokens) if isinstance(tokens, torch.Tensor) else True)
 
     def _hand_token_ids(self, tokens: Optional[torch.Tensor]) -> None:
         """Give the token ids to the layers that read them (``uses_token_ids``); None clears them."""
@@ -120,29 +136,45 @@ class TinyLM(nn.Module):
             self._hand_token_ids(None)
         return self.head(self.norm(x)), state
 
+    def prefill(self, tokens: torch.Tensor):
+        """A prompt ``tokens [B, T]`` (T >= 1) in parallel where the layers can (PaTH: blockwise attention and
+        keys moved to the end in O(T D^2)) -> ``(logits of the last position [B, vocab_size], state)``."""
+        self._check_tokens(tokens, 2, min_len=1)
+        self._hand_token_ids(tokens)
+        try:
+            x, state = self.embed(tokens), []
+            for block in self.blocks:
+                x, s = block.prefill(x)
+                state.append(s)
+        finally:
+            self._hand_token_ids(None)
+        return self.head(self.norm(x[:, -1])), state
+
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, n_new: int, *, temperature: float = 0.0,
-                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        """Greedy (temperature 0) or sampled continuation of ``prompt [B, T0]``; returns ``[B, T0 + n_new]``."""
+    def generate(self, prompt: torch.Tensor, n_new: int, *, temperature: float = 0.0, top_k: Optional[int] = None,
+                 top_p: Optional[float] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """Continue ``prompt [B, T0]`` by ``n_new`` tokens; returns ``[B, T0 + n_new]``.
+
+        The prompt runs through :meth:`prefill`, then one :meth:`step` per new token. ``temperature`` 0
+        (default) is greedy; above 0 a token is sampled from ``softmax(logits / temperature)``, optionally
+        restricted to the ``top_k`` most likely tokens and to the top-``top_p`` probability mass
+        (:mod:`path_lib.nn.sampling`). Arguments are validated (``n_new`` an int >= 0, ``temperature`` finite
+        >= 0, ``top_k`` an int >= 1, ``top_p`` in (0, 1]).
+        """
         check_tokens(prompt, self.vocab_size, ndim=2, min_len=1, name="prompt")
         if prompt.shape[0] == 0:
             raise ValueError(f"prompt must have at least one sequence, got shape {tuple(prompt.shape)}")
         check_int(n_new, "n_new", minimum=0)
-        temperature = check_number(temperature, "temperature")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-        state, out = None, [prompt]
-        for t in range(prompt.shape[1]):
-            logits, state = self.step(prompt[:, t], state)
-        for _ in range(n_new):
-            if temperature > 0:
-                nxt = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)[:, 0]
-            else:
-                nxt = logits.argmax(-1)
+        temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, generator)
+        out = [prompt]
+        if n_new == 0:
+            return prompt.clone()
+        logits, state = self.prefill(prompt)
+        for i in range(n_new):
+            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
             out.append(nxt[:, None])
-            logits, state = self.step(nxt, state)
+            if i + 1 < n_new:
+                logits, state = self.step(nxt, state)
         return torch.cat(out, dim=1)
 
     def num_parameters(self) -> int:

@@ -200,9 +200,12 @@ def _baseline_prepare(q, k, v, scale, finite: bool = True):
     return qh, kh, vh, scale, dt
 
 
-def softmax_attention(q, k, v, *, scale=None) -> torch.Tensor:
-    """Causal softmax attention with no position encoding (NoPE). Shapes as :func:`path_attention`."""
-    qh, kh, vh, scale, _ = _baseline_prepare(q, k, v, scale)
+def softmax_attention(q, k, v, *, scale=None, check_values: bool = True) -> torch.Tensor:
+    """Causal softmax attention with no position encoding (NoPE). Shapes as :func:`path_attention`.
+
+    ``check_values=False`` skips the finiteness check of q, k, v (a device sync); shapes and dtypes always."""
+    check_bool(check_values, "check_values")
+    qh, kh, vh, scale, _ = _baseline_prepare(q, k, v, scale, finite=check_values)
     return _finish(_attend(scale * qh @ kh.transpose(-1, -2), vh), q)
 
 
@@ -226,12 +229,13 @@ def apply_rope(x: torch.Tensor, *, base: float = 10000.0, offset: int = 0) -> to
     return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2).to(x.dtype)
 
 
-def rope_attention(q, k, v, *, scale=None, base: float = 10000.0) -> torch.Tensor:
+def rope_attention(q, k, v, *, scale=None, base: float = 10000.0, check_values: bool = True) -> torch.Tensor:
     """Causal attention with rotary position embeddings on q and k (logit depends on i - j only)."""
     D = check_qkv(q, k, v, finite=False)[-1]
     if D % 2:
         raise ValueError(f"q and k must have an even head dim for RoPE, got {D}")
-    return softmax_attention(apply_rope(q, base=base), apply_rope(k, base=base), v, scale=scale)
+    return softmax_attention(apply_rope(q, base=base), apply_rope(k, base=base), v, scale=scale,
+                             check_values=check_values)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -252,30 +256,35 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(power_of_two(closest) + extra, dtype=torch.float64)
 
 
-def alibi_attention(q, k, v, *, scale=None, slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
+def alibi_attention(q, k, v, *, scale=None, slopes: Optional[torch.Tensor] = None,
+                    check_values: bool = True) -> torch.Tensor:
     """Causal attention with ALiBi's linear distance bias ``-m_h (i - j)``. slopes: ``[Hq]``."""
-    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale)
+    check_bool(check_values, "check_values")
+    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale, finite=check_values)
     H, T = qh.shape[1], qh.shape[2]
     if slopes is None:
         slopes = alibi_slopes(H)
     check_tensor(slopes, "slopes", ndim=1, finite=False)
     if slopes.shape[0] != H:
         raise ValueError(f"slopes must have one entry per query head (q has {H}), got {slopes.shape[0]}")
-    check_finite(slopes, "slopes")
+    if check_values:
+        check_finite(slopes, "slopes")
     pos = torch.arange(T, device=q.device, dtype=dt)
     dist = pos[:, None] - pos[None, :]
     bias = -slopes.to(device=q.device, dtype=dt)[:, None, None] * dist
     return _finish(_attend(scale * qh @ kh.transpose(-1, -2) + bias, vh), q)
 
 
-def fox_attention(q, k, v, g, *, scale=None) -> torch.Tensor:
+def fox_attention(q, k, v, g, *, scale=None, check_values: bool = True) -> torch.Tensor:
     """Forgetting attention (FoX): causal softmax attention plus ``G_i - G_j``, G = cumsum of the
     log forget gates ``g`` ``[B, T, Hq]`` (<= 0)."""
-    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale)
+    check_bool(check_values, "check_values")
+    qh, kh, vh, scale, dt = _baseline_prepare(q, k, v, scale, finite=check_values)
     check_tensor(g, "g", ndim=3, dtypes=PARAM_DTYPES, finite=False)
     check_same_device(g, "g", q)
     if tuple(g.shape) != (q.shape[0], q.shape[1], q.shape[2]):
         raise ValueError(f"g must have shape {tuple(q.shape[:3])} (like q's [B, T, Hq]), got {tuple(g.shape)}")
-    check_finite(g, "g")
-    check_log_gate(g)
+    if check_values:
+        check_finite(g, "g")
+        check_log_gate(g)
     return _finish(_attend(scale * qh @ kh.transpose(-1, -2) + _gate_bias(g, dt), vh), q)

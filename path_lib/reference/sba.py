@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ..validation import check_qkv, check_scale, check_tensor
+from ..validation import check_bool, check_qkv, check_scale, check_tensor
 
 __all__ = ["stick_breaking_weights", "sba_weights", "sba_attention"]
 
@@ -57,8 +57,8 @@ def stick_breaking_weights(z: torch.Tensor, valid: Optional[torch.Tensor] = None
     return log_a.exp()
 
 
-def _heads(q, k, v):
-    B, T, Hq, Hk, D = check_qkv(q, k, v)
+def _heads(q, k, v, finite: bool = True):
+    B, T, Hq, Hk, D = check_qkv(q, k, v, finite=finite)
     dt = _dtype(q)
     rep = Hq // Hk
     qh = q.to(dt).transpose(1, 2)
@@ -67,12 +67,14 @@ def _heads(q, k, v):
     return qh, kh, vh, D
 
 
-def sba_weights(q, k, *, scale=None, attend_current: bool = False) -> torch.Tensor:
+def sba_weights(q, k, *, scale=None, attend_current: bool = False, check_values: bool = True) -> torch.Tensor:
     """The stick-breaking attention matrix ``A [B, Hq, T, T]`` (zero where a query does not attend).
 
-    q ``[B, T, Hq, D]``, k ``[B, T, Hk, D]``. Row ``i`` sums to at most 1.
+    q ``[B, T, Hq, D]``, k ``[B, T, Hk, D]``. Row ``i`` sums to at most 1. ``check_values=False`` skips
+    the finiteness check (a device sync).
     """
-    qh, kh, _, D = _heads(q, k, k)
+    check_bool(check_values, "check_values")
+    qh, kh, _, D = _heads(q, k, k, finite=check_values)
     scale = check_scale(scale, D)
     T = qh.shape[2]
     z = scale * qh @ kh.transpose(-1, -2)
@@ -81,7 +83,7 @@ def sba_weights(q, k, *, scale=None, attend_current: bool = False) -> torch.Tens
 
 
 def sba_attention(q, k, v, *, scale=None, attend_current: bool = False,
-                  return_remainder: bool = False):
+                  return_remainder: bool = False, check_values: bool = True):
     """Causal stick-breaking attention.
 
     Args:
@@ -89,12 +91,13 @@ def sba_attention(q, k, v, *, scale=None, attend_current: bool = False,
         scale: logit scale (default ``D ** -0.5``).
         attend_current: let query ``i`` attend to key ``i`` too (the stick then starts there).
         return_remainder: also return ``1 - sum_j A_ij`` ``[B, T, Hq]``.
+        check_values: also check that q, k, v are finite (a device sync); shapes and dtypes always.
     Returns:
         ``o [B, T, Hq, D]`` in q's dtype (and the remainder).
     """
     check_tensor(q, "q", ndim=4, finite=False)
-    A = sba_weights(q, k, scale=scale, attend_current=attend_current)
-    _, _, vh, _ = _heads(q, k, v)
+    A = sba_weights(q, k, scale=scale, attend_current=attend_current, check_values=check_values)
+    _, _, vh, _ = _heads(q, k, v, finite=check_values)
     o = (A @ vh).transpose(1, 2).to(q.dtype)
     if return_remainder:
         return o, (1 - A.sum(-1)).transpose(1, 2).to(q.dtype)

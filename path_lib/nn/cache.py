@@ -1,0 +1,68 @@
+"""A model's decoding states, layer by layer: what ``past_key_values`` holds.
+
+A layer with a cache (``PaTHAttention(..., layer_idx=i)``) reads its state with
+``past_key_values.get_layer_state(i)`` (None before the first call) and stores the new one with
+``past_key_values.set_layer_state(i, state)``. Any object with those two methods works as
+``past_key_values``: :class:`StateCache` here, or :class:`path_lib.nn.hf.PaTHDynamicCache` (a
+``transformers`` ``Cache``) for ``generate()``. A state is the dict a layer's ``step`` returns (for PaTH:
+``{"cache": PaTHCache, "conv": [B, conv_size - 1, w_dim]}``).
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+
+from ..validation import check_int, check_tensor
+from ..decoding import PaTHCache
+
+__all__ = ["StateCache", "select_state"]
+
+
+def select_state(state: Optional[dict], index: torch.Tensor) -> Optional[dict]:
+    """Keep the batch rows ``index`` of a layer state (a dict of tensors, :class:`PaTHCache`, ints) in place."""
+    if state is None:
+        return None
+    for key, value in state.items():
+        if isinstance(value, PaTHCache):
+            value.select(index)
+        elif isinstance(value, torch.Tensor) and value.dim() > 0:
+            state[key] = value[index.to(value.device)]
+    return state
+
+
+class StateCache:
+    """Per-layer decoding states, indexed by ``layer_idx`` (the fla and Hugging Face convention).
+
+    ``get_seq_length()`` is the number of tokens seen (padding included), read from layer 0's cache.
+    """
+
+    def __init__(self):
+        self._states: Dict[int, dict] = {}
+
+    def get_layer_state(self, layer_idx: int) -> Optional[dict]:
+        check_int(layer_idx, "layer_idx", minimum=0)
+        return self._states.get(layer_idx)
+
+    def set_layer_state(self, layer_idx: int, state: dict) -> None:
+        check_int(layer_idx, "layer_idx", minimum=0)
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict (a layer's decoding state), got {type(state).__name__}")
+        self._states[layer_idx] = state
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        state = self.get_layer_state(layer_idx)
+        if state is None:
+            return 0
+        if isinstance(state.get("cache"), PaTHCache):
+            return len(state["cache"])
+        return int(state.get("pos", 0))
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep batch rows ``index`` (1-D int64) in every layer (beam search reorders this way)."""
+        check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
+        for state in self._states.values():
+            select_state(state, index)
+
+    def __len__(self) -> int:
+        return len(self._states)

@@ -1,0 +1,384 @@
+"""A Hugging Face ``transformers`` model around :class:`path_lib.nn.model.TinyLM` (PaTH / PaTH-FoX attention),
+and a converter from fla's PaTH layer weights.
+
+    from path_lib.nn.hf import PaTHConfig, PaTHForCausalLM
+    model = PaTHForCausalLM(PaTHConfig(vocab_size=256, hidden_size=128, num_hidden_layers=2, num_attention_heads=2))
+    out = model(input_ids, attention_mask=mask, labels=input_ids)          # out.loss, out.logits [B, T, V]
+    model.save_pretrained(path); PaTHForCausalLM.from_pretrained(path)
+    model.generate(input_ids, attention_mask=mask, max_new_tokens=16)       # greedy, sampling, beams
+
+The model keeps its own cache, :class:`PaTHDynamicCache` (a ``transformers`` ``Cache`` whose layers hold
+the PaTH decoding state: keys transformed to the current position, values, gates, the convolution
+window), so ``generate()`` prefills the prompt in parallel and then decodes one token per step.
+``attention_mask`` is a padding mask ``[B, T]`` (1 = token); left padding for batched generation is
+removed exactly (each row computes as if it were alone). Labels follow the convention of
+``transformers``: ``labels [B, T]``, shifted inside, ``-100`` ignored.
+
+:func:`from_fla_state_dict` maps the weights of fla's ``fla.layers.PaTHAttention`` onto
+:class:`path_lib.nn.layers.PaTHAttention`: ``w_proj.0`` / ``w_proj.1`` -> ``w_down`` / ``w_up`` (a full-rank
+``w_proj`` becomes ``w_down = I``), ``w_conv1d`` -> ``w_conv``, ``bt_proj`` -> ``beta_proj``; q, k, v, o
+and ``g_proj`` keep their names. :func:`path_attention_from_fla` builds the layer with the sizes read off
+the weights.
+
+Needs ``transformers`` (``pip install path-attention-book[hf]``); tested with transformers 5.24.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:
+    from transformers import GenerationMixin, PreTrainedModel
+    from transformers.cache_utils import Cache, CacheLayerMixin
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+    try:
+        from transformers import PreTrainedConfig as _ConfigBase
+    except ImportError:  # transformers 4.x
+        from transformers import PretrainedConfig as _ConfigBase
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("path_lib.nn.hf needs transformers: pip install 'path-attention-book[hf]' "
+                      "(or pip install transformers)") from e
+
+from ..validation import check_bool, check_choice, check_int, check_number, check_tokens, values_checked
+from .cache import select_state
+from .layers import BACKENDS, PaTHAttention
+from .model import TinyLM
+
+__all__ = ["PaTHConfig", "PaTHForCausalLM", "PaTHDynamicCache", "from_fla_state_dict", "path_attention_from_fla"]
+
+PretrainedConfig = _ConfigBase
+# the output's cache field: "cache" in recent transformers, "past_key_values" before
+_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+class PaTHConfig(PretrainedConfig):
+    """Configuration of :class:`PaTHForCausalLM`: a pre-norm decoder (LayerNorm, GELU MLP) whose only
+    position information is PaTH attention.
+
+    Args:
+        vocab_size, hidden_size, num_hidden_layers, num_attention_heads: sizes.
+        num_key_value_heads: key/value heads (grouped-query attention), default ``num_attention_heads``.
+        head_dim: default ``hidden_size // num_attention_heads``.
+        mlp_ratio: MLP width relative to ``hidden_size``.
+        use_forget_gate: PaTH-FoX.  w_rank, conv_size, beta_max: PaTH's w and beta (see ``PaTHAttention``).
+        backend, block_size: the attention implementation (``"auto"``: the Triton kernels on a verified GPU).
+        tie_word_embeddings: share the input embedding and the output head.
+    """
+
+    model_type = "path_lib_tinylm"
+    keys_to_ignore_at_inference = ["past_key_values", "cache"]
+
+    def __init__(self, vocab_size: int = 256, hidden_size: int = 128, num_hidden_layers: int = 2,
+                 num_attention_heads: int = 2, num_key_value_heads: Optional[int] = None,
+                 head_dim: Optional[int] = None, mlp_ratio: float = 4.0, use_forget_gate: bool = False,
+                 w_rank: int = 32, conv_size: int = 3, beta_max: Optional[float] = None, backend: str = "auto",
+                 block_size: int = 64, tie_word_embeddings: bool = True, use_cache: bool = True, **kwargs):
+        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size),
+                            ("num_hidden_layers", num_hidden_layers), ("num_attention_heads", num_attention_heads),
+                            ("w_rank", w_rank), ("conv_size", conv_size), ("block_size", block_size)):
+            check_int(value, name, minimum=1)
+        for name, value in (("num_key_value_heads", num_key_value_heads), ("head_dim", head_dim)):
+            if value is not None:
+                check_int(value, name, minimum=1)
+        check_number(mlp_ratio, "mlp_ratio", positive=True)
+        if beta_max is not None:
+            check_number(beta_max, "beta_max")
+        check_bool(use_forget_gate, "use_forget_gate")
+        check_bool(use_cache, "use_cache")
+        check_choice(backend, "backend", BACKENDS)
+        self.vocab_size, self.hidden_size, self.num_hidden_layers = vocab_size, hidden_size, num_hidden_layers
+        self.num_attention_heads, self.num_key_value_heads, self.head_dim = num_attention_heads, num_key_value_heads, head_dim
+        self.mlp_ratio, self.use_forget_gate, self.w_rank, self.conv_size = mlp_ratio, use_forget_gate, w_rank, conv_size
+        self.beta_max, self.backend, self.block_size, self.use_cache = beta_max, backend, block_size, use_cache
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# the cache
+# ----------------------------------------------------------------------------------------------
+
+class PaTHCacheLayer(CacheLayerMixin):
+    """One layer's PaTH decoding state (``state``: the dict ``PaTHAttention`` keeps), as a ``transformers``
+    cache layer. Keys are kept transformed to the current position, so the layer cannot be cropped (a
+    rollback would have to undo the transforms) and ``update(key_states, value_states)`` is not used."""
+
+    is_compileable = False
+    is_sliding = False
+    is_croppable = False
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.state: Optional[dict] = None
+
+    def lazy_initialization(self, key_states, value_states=None) -> None:
+        self.device = key_states.device
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        raise NotImplementedError("a PaTH cache layer is filled by PaTHAttention (set_layer_state), not by update()")
+
+    def get_seq_length(self) -> int:
+        return 0 if self.state is None else len(self.state["cache"])
+
+    def get_mask_sizes(self, query_length: int):
+        return self.get_seq_length() + query_length, 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reset(self) -> None:
+        self.state = None
+        self.is_initialized = False
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        select_state(self.state, beam_idx)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        select_state(self.state, indices)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.state is not None:
+            B = self.state["conv"].shape[0]
+            select_state(self.state, torch.arange(B, device=self.state["conv"].device).repeat_interleave(repeats))
+
+    def crop(self, max_length: int) -> None:
+        raise NotImplementedError("a PaTH cache cannot be cropped: its keys are transformed to the current position")
+
+    def offload(self):
+        pass
+
+    def prefetch(self):
+        pass
+
+
+class PaTHDynamicCache(Cache):
+    """The cache of :class:`PaTHForCausalLM`: one :class:`PaTHCacheLayer` per layer, created as the layers
+    first store a state. Works as ``past_key_values`` for :class:`path_lib.nn.layers.PaTHAttention` too."""
+
+    def __init__(self, **kwargs):
+        super().__init__(layer_class_to_replicate=PaTHCacheLayer)
+
+    def get_layer_state(self, layer_idx: int) -> Optional[dict]:
+        return self.layers[layer_idx].state if layer_idx < len(self.layers) else None
+
+    def set_layer_state(self, layer_idx: int, state: dict) -> None:
+        check_int(layer_idx, "layer_idx", minimum=0)
+        while len(self.layers) <= layer_idx:
+            self.layers.append(PaTHCacheLayer())
+        self.layers[layer_idx].state = state
+        self.layers[layer_idx].is_initialized = True
+
+
+# ----------------------------------------------------------------------------------------------
+# the model
+# ----------------------------------------------------------------------------------------------
+
+class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
+    """:class:`path_lib.nn.model.TinyLM` with PaTH attention as a ``transformers`` causal LM (``self.model``).
+
+    ``forward(input_ids [B, T], attention_mask=None, cache=None, labels=None, use_cache=None, ...)`` ->
+    ``CausalLMOutputWithPast(loss, logits [B, T, V], cache)``. ``past_key_values`` is accepted as the
+    older name of ``cache``. The cache is a :class:`PaTHDynamicCache`; the first call with an empty cache
+    prefills, later calls decode (one token each, as ``generate`` does).
+    """
+
+    config_class = PaTHConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _no_split_modules = ["_Block"]
+    _tied_weights_keys = {"model.head.weight": "model.embed.weight"}
+    _supports_cache_class = True
+
+    def __init__(self, config: PaTHConfig):
+        super().__init__(config)
+        self.model = TinyLM(config.vocab_size, config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+                            attention="path_fox" if config.use_forget_gate else "path", mlp_ratio=config.mlp_ratio,
+                            tie_embeddings=config.tie_word_embeddings, n_kv_heads=config.num_key_value_heads,
+                            head_dim=config.head_dim, w_rank=config.w_rank, conv_size=config.conv_size,
+                            beta_max=config.beta_max, backend=config.backend, block_size=config.block_size)
+        self.post_init()
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False                         # the model makes its own PaTHDynamicCache
+
+    def _init_weights(self, module):
+        """TinyLM's initialisation (what a fresh ``TinyLM`` does), for weights a checkpoint does not set."""
+        from transformers import initialization as init
+        if isinstance(module, nn.Conv1d):            # PaTH's w filter: near the identity (w follows the token)
+            if not getattr(module.weight, "_is_hf_initialized", False):
+                with torch.no_grad():
+                    module.weight.normal_(std=0.02)
+                    module.weight[:, 0, -1] += 1.0
+        elif isinstance(module, (nn.Linear, nn.Embedding)):
+            init.normal_(module.weight, std=0.02)
+            if getattr(module, "bias", None) is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+    def get_input_embeddings(self):
+        return self.model.embed
+
+    def set_input_embeddings(self, value):
+        self.model.embed = value
+
+    def get_output_embeddings(self):
+        return self.model.head
+
+    def set_output_embeddings(self, value):
+        self.model.head = value
+
+    def forward(self, input_ids: Optional[torch.LongTensor] = None, attention_mask: Optional[torch.Tensor] = None,
+                cache: Optional[PaTHDynamicCache] = None, labels: Optional[torch.LongTensor] = None,
+                use_cache: Optional[bool] = None, return_dict: Optional[bool] = None,
+                past_key_values: Optional[PaTHDynamicCache] = None, inputs_embeds: Optional[torch.Tensor] = None,
+                logits_to_keep: int = 0, output_attentions: Optional[bool] = None,
+                output_hidden_states: Optional[bool] = None, position_ids=None, **kwargs):
+        # position_ids are accepted and ignored: PaTH has no positions (they come from the transforms)
+        if kwargs:
+            raise TypeError(f"PaTHForCausalLM.forward got unexpected arguments {sorted(kwargs)}")
+        if output_attentions:
+            raise ValueError("output_attentions is not supported: PaTH attention never forms the attention matrix")
+        if output_hidden_states:
+            raise ValueError("output_hidden_states is not supported")
+        if cache is not None and past_key_values is not None:
+            raise ValueError("pass the cache once: cache= (or its older name past_key_values=), not both")
+        cache = past_key_values if cache is None else cache
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        if use_cache is None:
+            use_cache = bool(self.config.use_cache) and not self.training
+        check_bool(use_cache, "use_cache")
+        check_int(logits_to_keep, "logits_to_keep", minimum=0)
+        lm = self.model
+        if input_ids is not None:
+            check_tokens(input_ids, lm.vocab_size, ndim=2, name="input_ids",
+                         values=values_checked(lm.check_values, input_ids))
+            x = lm.embed(input_ids)
+        else:
+            x = inputs_embeds
+        if cache is not None and not isinstance(cache, PaTHDynamicCache):
+            raise TypeError(f"cache must be a PaTHDynamicCache (the cache this model returns), got {type(cache).__name__}")
+        if use_cache and cache is None:
+            cache = PaTHDynamicCache()
+        for block in lm.blocks:
+            h = block.norm1(x)
+            if cache is not None:
+                a, _, cache = block.attn(h, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
+            else:
+                a = block.attn(h, attention_mask=attention_mask)
+            x = x + a
+            x = x + block.mlp(block.norm2(x))
+        h = lm.norm(x)
+        logits = lm.head(h[:, -logits_to_keep:] if logits_to_keep else h)
+        loss = None
+        if labels is not None:
+            if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2] or labels.dtype != torch.int64:
+                raise ValueError(f"labels must be an int64 tensor of shape {tuple(logits.shape[:2])} (like input_ids; "
+                                 "shifted inside, -100 ignored)")
+            if values_checked(lm.check_values, labels) and bool(((labels != -100) & ((labels < 0) | (labels >= lm.vocab_size))).any()):
+                raise ValueError(f"labels must lie in [0, {lm.vocab_size}) or be -100 (ignored)")
+            lg = logits if logits.dtype == torch.float64 else logits.float()     # the loss in float32 at least
+            loss = F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits, **{_CACHE_FIELD: cache if use_cache else None})
+        if return_dict is False:
+            return out.to_tuple()
+        return out
+
+
+# ----------------------------------------------------------------------------------------------
+# fla's PaTH layer -> this layer
+# ----------------------------------------------------------------------------------------------
+
+_FLA_SAME = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight")
+
+
+def _fla_layer(sd: Mapping, prefix: str) -> dict:
+    if not isinstance(sd, Mapping):
+        raise TypeError(f"sd must be a state dict (a mapping of names to tensors), got {type(sd).__name__}")
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
+    layer = {k[len(prefix):]: v for k, v in sd.items() if isinstance(k, str) and k.startswith(prefix)}
+    if not layer:
+        raise ValueError(f"sd holds no key starting with prefix {prefix!r}")
+    for k, v in layer.items():
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"sd[{prefix + k!r}] must be a tensor, got {type(v).__name__}")
+    return layer
+
+
+def from_fla_state_dict(sd: Mapping, *, prefix: str = "") -> dict:
+    """The state dict of fla's ``PaTHAttention`` (keys under ``prefix``, e.g. ``"model.layers.0.attn."``)
+    as a state dict of :class:`path_lib.nn.layers.PaTHAttention` (keys without the prefix).
+
+    Supported: low-rank (``w_proj.0``, ``w_proj.1``) or full-rank (``w_proj``) w projections, with the
+    short convolution (``w_conv1d``, no bias), with or without the forget gate (``g_proj``). Refused with a
+    ValueError: q/k norms (``maybe_q_norm``), no convolution, a convolution bias, unknown keys.
+    """
+    src = _fla_layer(sd, prefix)
+    if any(k.startswith(("maybe_q_norm", "maybe_k_norm")) for k in src):
+        raise ValueError("fla's use_qk_norm=True (maybe_q_norm / maybe_k_norm) has no counterpart in PaTHAttention")
+    if "w_conv1d.weight" not in src:
+        raise ValueError("sd has no w_conv1d.weight: fla's use_w_shortconv=False (no SiLU-convolution on w) has no "
+                         "counterpart in PaTHAttention")
+    if "w_conv1d.bias" in src:
+        raise ValueError("fla's conv_bias=True (w_conv1d.bias) has no counterpart in PaTHAttention")
+    missing = [k for k in _FLA_SAME + ("bt_proj.weight", "bt_proj.bias") if k not in src]
+    if missing:
+        raise ValueError(f"sd is missing {[prefix + k for k in missing]} (not an fla PaTHAttention state dict?)")
+    out = {k: src[k] for k in _FLA_SAME}
+    if "w_proj.weight" in src:                                     # full rank: w_down = identity
+        W = src["w_proj.weight"]
+        out["w_down.weight"] = torch.eye(W.shape[1], dtype=W.dtype, device=W.device)
+        out["w_up.weight"] = W
+    elif "w_proj.0.weight" in src and "w_proj.1.weight" in src:
+        out["w_down.weight"], out["w_up.weight"] = src["w_proj.0.weight"], src["w_proj.1.weight"]
+    else:
+        raise ValueError(f"sd is missing {prefix}w_proj.0.weight / w_proj.1.weight (or a full-rank w_proj.weight)")
+    out["w_conv.weight"] = src["w_conv1d.weight"]
+    out["beta_proj.weight"], out["beta_proj.bias"] = src["bt_proj.weight"], src["bt_proj.bias"]
+    if "g_proj.weight" in src or "g_proj.bias" in src:
+        if "g_proj.weight" not in src or "g_proj.bias" not in src:
+            raise ValueError(f"sd has only one of {prefix}g_proj.weight and {prefix}g_proj.bias")
+        out["g_proj.weight"], out["g_proj.bias"] = src["g_proj.weight"], src["g_proj.bias"]
+    known = set(_FLA_SAME) | {"w_proj.weight", "w_proj.0.weight", "w_proj.1.weight", "w_conv1d.weight",
+                              "bt_proj.weight", "bt_proj.bias", "g_proj.weight", "g_proj.bias"}
+    unknown = sorted(set(src) - known)
+    if unknown:
+        raise ValueError(f"sd has keys with no counterpart in PaTHAttention: {[prefix + k for k in unknown]}")
+    return out
+
+
+def path_attention_from_fla(sd: Mapping, *, prefix: str = "", **layer_kwargs) -> PaTHAttention:
+    """A :class:`PaTHAttention` holding fla's weights, its sizes read off them (d_model, heads, head dim,
+    w rank, convolution width, forget gate) and w normalised as fla does (``w_normalization="fla"``), so
+    that it computes fla's layer. ``layer_kwargs`` (backend, block_size, ...) go to the layer. The layer
+    is in the weights' dtype and on their device."""
+    out = from_fla_state_dict(sd, prefix=prefix)
+    d_model = out["q_proj.weight"].shape[1]
+    n_kv = out["beta_proj.weight"].shape[0]
+    kv_dim = out["k_proj.weight"].shape[0]
+    if kv_dim % n_kv:
+        raise ValueError(f"k_proj has {kv_dim} rows, not a multiple of the {n_kv} key heads of bt_proj")
+    head_dim = kv_dim // n_kv
+    q_dim = out["q_proj.weight"].shape[0]
+    if q_dim % head_dim:
+        raise ValueError(f"q_proj has {q_dim} rows, not a multiple of the head dim {head_dim}")
+    for key in ("forget_gate", "use_forget_gate", "d_model", "n_heads", "n_kv_heads", "head_dim", "w_rank",
+                "conv_size"):
+        if key in layer_kwargs:
+            raise TypeError(f"{key} is read off the weights; do not pass it")
+    layer = PaTHAttention(d_model, q_dim // head_dim, n_kv, head_dim, w_rank=out["w_down.weight"].shape[0],
+                          conv_size=out["w_conv.weight"].shape[-1], use_forget_gate="g_proj.weight" in out,
+                          **{"w_normalization": "fla", **layer_kwargs})
+    ref = out["q_proj.weight"]
+    layer = layer.to(device=ref.device, dtype=ref.dtype)
+    try:
+        layer.load_state_dict(out, strict=True)
+    except RuntimeError as e:
+        raise ValueError(f"the fla weights do not fit one PaTHAttention layer: {e}") from None
+    return layer
