@@ -270,7 +270,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
           per_position: bool = False, checkpoint_path: Optional[str] = None, resume: bool = True,
           deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
           callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None,
-          on_nonfinite: str = "raise") -> Dict:
+          on_nonfinite: str = "raise",
+          loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None) -> Dict:
     """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
 
     Args:
@@ -311,6 +312,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
             at logged steps (``log_every``), where the loop already reads it, so no host sync is added;
             targets are checked every step where they live (on the host before the transfer: no GPU
             sync; targets that ``sample`` returns on the GPU are checked only at logged steps).
+        loss_fn: ``loss_fn(logits, targets) -> scalar`` replacing :func:`masked_loss` (e.g. a
+            distillation loss, :mod:`path_lib.convert`); every other part of the loop is unchanged.
 
     A ``KeyboardInterrupt`` during the loop closes the progress bar, writes the resumable checkpoint
     (when ``checkpoint_path`` is given; the step in progress is rolled back, so resuming is
@@ -341,6 +344,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
     if on_nonfinite not in ("raise", "skip"):
         raise ValueError(f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}")
+    if loss_fn is not None and not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable or None, got {type(loss_fn).__name__}")
     if time_limit_s is not None and checkpoint_path is not None:
         raise ValueError("time_limit_s cuts the schedule to fit a budget; a resumable run (checkpoint_path) "
                          "keeps its schedule: pass deadline instead")
@@ -443,7 +448,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
                         raise ValueError(f"step {step}: the batch has no scored position (every target is "
                                          f"{IGNORE_INDEX}); model and optimizer are as before this step")
             if reason is None:
-                loss = masked_loss(logits, y)
+                loss = masked_loss(logits, y) if loss_fn is None else loss_fn(logits, y)
                 lv = float(loss.detach()) if (per_step_check or logged) else None
                 if lv is not None and not math.isfinite(lv):
                     reason = f"loss {lv}"
