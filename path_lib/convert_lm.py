@@ -55,7 +55,7 @@ import torch
 
 from .convert import attention_mse, convert_rope_to_path, distill_attention, distill_logits, logit_kl, remove_rope
 from .corpus import Corpus, load_stdlib_corpus, sample_windows
-from .layers import TinyLM
+from .layers import PaTHAttention, TinyLM
 from .lm import evaluate_lengths
 from .tasks import flip_flop
 from .train import (IGNORE_INDEX, TrainConfig, check_equal_training, comparison_table, evaluate,
@@ -63,7 +63,7 @@ from .train import (IGNORE_INDEX, TrainConfig, check_equal_training, comparison_
 
 __all__ = ["ConvConfig", "PRESETS", "ARMS", "STUDENTS", "ABLATION", "SCRATCH", "PHASES", "PAPER_A_CONVERSION", "FF_BYTES",
            "flip_flop_bytes", "conversion_batch", "phase_config", "phase_data_seed", "schedule_key",
-           "light_metrics", "evaluate_arm", "flip_flop_probe", "run_arm", "run_conversion", "conversion_records",
+           "path_statistics", "light_metrics", "evaluate_arm", "flip_flop_probe", "run_arm", "run_conversion", "conversion_records",
            "conversion_claims", "stage_table"]
 
 #: flip-flop's symbols as bytes, in the id order of :func:`path_lib.tasks.flip_flop` (w, r, i, 0, 1)
@@ -150,15 +150,16 @@ class ConvConfig:
 PRESETS: Dict[str, ConvConfig] = {
     # CPU, the book build: about a minute for three seeds on one core.
     "tiny": ConvConfig(),
-    # One H200 (experiments/run_conversion.py --preset full): the language-model chapter's model sizes.
+    # One H200 (experiments/run_conversion.py --preset full --workers 3): the language-model chapter's
+    # model sizes; about 7 to 8 minutes predicted from the measured step rates (experiments/gpu_plan.md).
     "full": ConvConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64,
-                       teacher_steps=2000, teacher_lr=2e-3, teacher_warmup=60,
-                       stage1_steps=100, stage1_lr=1e-3, stage1_warmup=10,
-                       stage2_steps=200, stage2_lr=5e-4, stage2_warmup=10,
+                       teacher_steps=1500, teacher_lr=2e-3, teacher_warmup=60,
+                       stage1_steps=100, stage1_lr=2e-3, stage1_warmup=10,
+                       stage2_steps=200, stage2_lr=1e-3, stage2_warmup=10,
                        eval_mults=(1, 2, 4, 8, 16), eval_tokens=8192, eval_chunk_tokens=16384, id_batches=4,
-                       probe_steps=300, probe_batch=64, probe_lr=3e-3, probe_warmup=30, probe_mults=(1, 4),
+                       probe_steps=200, probe_batch=64, probe_lr=3e-3, probe_warmup=20, probe_mults=(1, 4),
                        probe_eval_seqs=1024, corpus_bytes=32_000_000, path_block_size_train=128,
-                       path_block_size_eval=256),
+                       path_block_size_eval=256, init_ablation=True),
 }
 
 
@@ -232,12 +233,43 @@ def _id_batches(corpus: Corpus, cfg: ConvConfig):
 
 
 @torch.no_grad()
+def path_statistics(model: TinyLM, batches) -> Dict[str, float]:
+    """Mean ``beta`` (``beta_mean``) and, for PaTH-FoX, mean forget value ``exp(g)`` (``forget_mean``) over
+    every PaTH layer, head and position of ``batches`` (``(inputs, targets)`` pairs); empty for a model
+    without PaTH layers. Each layer's input is captured by a forward hook."""
+    layers = [b.attn for b in model.blocks if isinstance(b.attn, PaTHAttention)]
+    if not layers:
+        return {}
+    seen: List[torch.Tensor] = []
+    handles = [a.register_forward_hook(lambda m, args, out: seen.append((m, args[0]))) for a in layers]
+    was = model.training
+    model.eval()
+    try:
+        for x, _ in batches:
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was)
+    betas, forgets = [], []
+    for m, h in seen:
+        _, beta, g = m.path_params(h)
+        betas.append(beta.mean())
+        if g is not None:
+            forgets.append(g.exp().mean())
+    out = {"beta_mean": float(torch.stack(betas).mean())}
+    if forgets:
+        out["forget_mean"] = float(torch.stack(forgets).mean())
+    return out
+
+
+@torch.no_grad()
 def light_metrics(model: TinyLM, corpus: Corpus, cfg: ConvConfig, *, teacher: Optional[TinyLM] = None,
                   device="cpu") -> Dict[str, float]:
-    """``loss_id`` (validation windows of the training length) and, with a ``teacher``, ``kl_teacher`` and
-    ``attn_mse`` on the same windows: what every stage of a conversion is measured by."""
+    """``loss_id`` (validation windows of the training length), :func:`path_statistics` and, with a
+    ``teacher``, ``kl_teacher`` and ``attn_mse`` on the same windows: what every stage is measured by."""
     vb = [(x.to(device), y.to(device)) for x, y in _id_batches(corpus, cfg)]
-    out = {"loss_id": evaluate(model, vb, device=device)["loss"]}
+    out = {"loss_id": evaluate(model, vb, device=device)["loss"], **path_statistics(model, vb)}
     if teacher is not None:
         out["kl_teacher"] = sum(logit_kl(model, teacher, x, y) for x, y in vb) / len(vb)
         out["attn_mse"] = sum(attention_mse(model, teacher, x) for x, _ in vb) / len(vb)
@@ -418,6 +450,9 @@ def _seed_job(cfg: ConvConfig, seed: int, device, backend: str, state_dir: Optio
     if corpus is None:
         torch.set_num_threads(1)
         corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
+    if torch.device(device).type == "cuda":            # as the language-model experiments
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     sd = Path(state_dir) if state_dir is not None else None
     runs, teacher = [], None
     for arm in cfg.arms():

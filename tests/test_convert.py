@@ -159,6 +159,11 @@ def test_nope_init_sets_every_beta_and_gate_and_bounds_each_logit():
 def test_nope_init_approaches_the_teacher_without_rope_linearly(attention):
     teacher = make_teacher()
     tok = tokens(4, 12)
+    with torch.no_grad():
+        check_first_order(teacher, tok, attention)
+
+
+def check_first_order(teacher, tok, attention):
     nope = remove_rope(teacher)(tok)
     assert (teacher(tok) - nope).abs().max() > 0.05          # removing RoPE changes this teacher
     diffs = []
@@ -222,8 +227,9 @@ def test_stage_mask_and_trainable_new():
     tok = tokens(2, 10)
     tg = torch.full_like(tok, -100)
     tg[:, -3:] = 0
-    lp_s, lp_t = F.log_softmax(s(tok), -1)[:, -3:], F.log_softmax(teacher(tok), -1)[:, -3:]
-    want = float((lp_t.exp() * (lp_t - lp_s)).sum(-1).mean())
+    with torch.no_grad():
+        lp_s, lp_t = F.log_softmax(s(tok), -1)[:, -3:], F.log_softmax(teacher(tok), -1)[:, -3:]
+        want = float((lp_t.exp() * (lp_t - lp_s)).sum(-1).mean())
     assert logit_kl(s, teacher, tok, tg) == pytest.approx(want, rel=1e-5)
     q_before = s.blocks[1].attn.q_proj.weight.clone()
     distill_attention(s, teacher, [(tok, tg)], config=TrainConfig(steps=2, lr=1e-3, warmup=0), trainable="new",
@@ -281,6 +287,9 @@ def test_bad_input_gets_named_errors():
         logit_kl(student, teacher, tok, tok[:, :2])
     with pytest.raises(ValueError, match="RoPE"):
         remove_rope(student)
+    from path_lib.train import train
+    with pytest.raises(TypeError, match="loss_fn"):
+        train(student, lambda s, g: (tok, tok), cfg, loss_fn="kl", progress=False)
 
 
 # ---------------------------------------------------------------------------------------------- the experiment
@@ -298,7 +307,12 @@ def script(monkeypatch):
 
 def test_tiny_record_pauses_resumes_and_its_claims_are_recomputed(script, tmp_path):
     from path_lib.convert_lm import conversion_claims
+    from path_lib.notebook import RECORDS, optional_record
     from path_lib.train import check_equal_training
+
+    assert RECORDS["conversion"] == "results/lm/conversion.json"
+    if not (ROOT / RECORDS["conversion"]).exists():            # before the GPU run: one sentence, no error
+        assert optional_record("conversion") is None
 
     whole, split = tmp_path / "whole.json", tmp_path / "split.json"
     script.main(["--preset", "tiny", "--out", str(whole)] + SMALL)
