@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import torch  # noqa: E402
+
 from path_lib.convert_lm import PRESETS, run_conversion, stage_table  # noqa: E402
 from path_lib.provenance import write_result  # noqa: E402
 
@@ -75,6 +77,7 @@ def main(argv=None):
     ap.add_argument("--init-ablation", choices=["on", "off"], default=None)
     ap.add_argument("--scratch-fox", choices=["on", "off"], default=None)
     args = ap.parse_args(argv)
+    torch.set_num_threads(1)        # tiny models: more threads only add synchronisation (as in the chapter)
     cfg = build_config(args)
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out or f"results/lm/conversion_{args.preset}.json")
@@ -82,7 +85,7 @@ def main(argv=None):
     backend = args.backend
     if backend is None:
         from path_lib.lm import LMConfig, pick_backend
-        device = args.device or ("cuda" if __import__("torch").cuda.is_available() else "cpu")
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         backend = pick_backend(LMConfig(d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads), device)
     deadline = time.time() + args.budget_s if args.budget_s else None
     t0 = time.time()

@@ -446,7 +446,8 @@ def _arm_record(arm, seed, cfg, corpus, phases, metrics) -> Dict:
 def _seed_job(cfg: ConvConfig, seed: int, device, backend: str, state_dir: Optional[str],
               deadline: Optional[float], stop_after_steps: Optional[int] = None, corpus: Optional[Corpus] = None,
               verbose: bool = False) -> List[Dict]:
-    """Every arm of one seed, the teacher first; finished runs are kept in ``state_dir`` as JSON."""
+    """Every arm of one seed, the teacher first; finished runs are kept in ``state_dir`` as JSON (and their
+    phase models deleted; the teacher's once every arm of the seed is done)."""
     if corpus is None:
         torch.set_num_threads(1)
         corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
@@ -473,6 +474,12 @@ def _seed_job(cfg: ConvConfig, seed: int, device, backend: str, state_dir: Optio
             break
         if done is not None:
             done.write_text(json.dumps(r))
+            if arm != "RoPE teacher":                      # finished: its phase models are not needed again
+                for f in sd.glob(f"{_tag(arm, seed)}-*.pt"):
+                    f.unlink()
+    if sd is not None and len(runs) == len(cfg.arms()) and all(r["complete"] for r in runs):
+        for f in sd.glob(f"{_tag('RoPE teacher', seed)}-*.pt"):
+            f.unlink()                                      # every arm of the seed is done
     return runs
 
 
