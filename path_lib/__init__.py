@@ -11,8 +11,10 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
                       scan: chapter 6's segment-free scan (impl="blockwise_scan")
       decoding.py     a key cache kept transformed to the current position; prefill; token-by-token decoding
       distributed.py  context-parallel PaTH attention over a torch.distributed group
-      nn/             layers (PaTHAttention and the baselines), model (TinyLM), rotations (paper B's variants)
-      experiments/    tasks, train, train_cli, hardware, corpus, lm, constructions, farmass, claims, provenance
+      nn/             layers (PaTHAttention and the baselines), model (TinyLM), rotations (paper B's variants),
+                      padding, cache, sampling, hf (the transformers model)
+      experiments/    tasks, train, train_cli, hardware, corpus, lm, constructions, farmass, claims, provenance,
+                      convert, convert_lm (RoPE -> PaTH conversion)
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 

@@ -105,8 +105,10 @@ print(nb.records_base())
 
 
 def test_every_record_name_points_at_a_recorded_file():
-    from path_lib.book.notebook import RECORDS
+    from path_lib.book.notebook import PENDING_RECORDS, RECORDS
     for name, rel in RECORDS.items():
+        if name in PENDING_RECORDS and not (ROOT / rel).exists():
+            continue                        # registered before its first run
         data = json.loads((ROOT / rel).read_text())
         assert "provenance" in data, name
         assert "history/" not in rel, name

@@ -22,7 +22,7 @@ from typing import Optional
 from ..experiments.hardware import device, pick_preset
 from ..experiments.provenance import provenance_label
 
-__all__ = ["REPOSITORY", "BRANCH", "RECORDS", "DEFAULT_RECORDS_BASE", "DEVICE", "device", "pick_preset",
+__all__ = ["REPOSITORY", "BRANCH", "RECORDS", "PENDING_RECORDS", "DEFAULT_RECORDS_BASE", "DEVICE", "device", "pick_preset",
            "repo_root", "records_base", "record_path", "load_result", "load_record", "optional_result",
            "optional_record", "show_provenance", "toc_files"]
 
@@ -57,7 +57,11 @@ RECORDS = {
     "flip_flop": "results/synthetic/flip_flop.json",           # experiments/run_synthetic.py
     "a5": "results/synthetic/a5_layers.json",
     "mqrar": "results/synthetic/mqrar.json",
+    "conversion": "results/lm/conversion.json",                # RoPE -> PaTH conversion, experiments/run_conversion.py
 }
+
+#: Names registered before their first GPU run: the file may be absent (``optional_record`` then says so).
+PENDING_RECORDS = {"conversion"}
 
 #: Where records come from when path_lib runs without a checkout (pip-installed, e.g. on Colab): the
 #: repository's raw files on ``BRANCH``. ``PATH_BOOK_RECORDS_BASE`` overrides it (a fork, a mirror,

@@ -264,7 +264,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
           per_position: bool = False, checkpoint_path: Optional[str] = None, resume: bool = True,
           deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
           callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None,
-          on_nonfinite: str = "raise", distributed=None) -> Dict:
+          on_nonfinite: str = "raise", distributed=None,
+          loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None) -> Dict:
     """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
 
     Args:
@@ -305,6 +306,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
             at logged steps (``log_every``), where the loop already reads it, so no host sync is added;
             targets are checked every step where they live (on the host before the transfer: no GPU
             sync; targets that ``sample`` returns on the GPU are checked only at logged steps).
+        loss_fn: ``loss_fn(logits, targets) -> scalar`` replacing :func:`masked_loss` (e.g. a
+            distillation loss, :mod:`path_lib.experiments.convert`); every other part of the loop is unchanged.
 
     ``distributed``: None, or the hooks of a data-parallel run (e.g. :class:`path_lib.experiments.train_cli.DistributedHooks`,
     for a model already wrapped in DDP or FSDP2, ``sample`` returning this rank's shard): ``world_size``,
@@ -346,6 +349,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     if distributed is not None and (deadline is not None or time_limit_s is not None):
         raise ValueError("deadline and time_limit_s read each rank's clock, so ranks could stop at different "
                          "steps: with distributed, use stop_after_steps")
+    if loss_fn is not None and not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable or None, got {type(loss_fn).__name__}")
     if time_limit_s is not None and checkpoint_path is not None:
         raise ValueError("time_limit_s cuts the schedule to fit a budget; a resumable run (checkpoint_path) "
                          "keeps its schedule: pass deadline instead")
@@ -458,7 +463,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
                         raise ValueError(f"step {step}: the batch has no scored position (every target is "
                                          f"{IGNORE_INDEX}); model and optimizer are as before this step")
             if reason is None:
-                loss = masked_loss(logits, y)
+                loss = masked_loss(logits, y) if loss_fn is None else loss_fn(logits, y)
                 lv = None
                 if per_step_check or logged:
                     lv = float(loss.detach()) if distributed is None else distributed.mean(loss.detach())

@@ -31,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..validation import (check_bool, check_choice, check_finite, check_int, check_number, check_optional_bool,
-                          check_tensor, check_tokens, values_checked)
+                          check_tensor, values_checked)
 from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
                                    softmax_attention, alibi_attention)
 from .cache import StateCache
