@@ -31,7 +31,7 @@ from .nn.model import TinyLM
 from .reference.attention import path_attention
 from .reference.householder import householder, householder_product, ut_transform
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
     "path_attention", "householder", "householder_product", "ut_transform",
     "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention", "FoXAttention", "SBAAttention",

@@ -39,6 +39,32 @@ def test_save_load_round_trip(tmp_path, tie):
         assert torch.equal(loaded(ids).logits, m(ids).logits)
 
 
+def test_auto_classes_load_the_saved_model(tmp_path):
+    """model_type "path" is registered: AutoConfig / AutoModelForCausalLM rebuild the saved model."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    m = _model()
+    m.save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path).model_type == "path"
+    back = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=f64).eval()
+    assert type(back) is PaTHForCausalLM
+    ids = _ids(2, 7)
+    with torch.no_grad():
+        assert torch.equal(back(ids).logits, m(ids).logits)
+
+
+def test_generate_stops_at_eos():
+    """The first greedy token, declared EOS, ends every sequence after one new token (the rest padded)."""
+    m = _model()
+    ids = _ids(2, 5)
+    free = m.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=PAD)
+    first = free[:, 5]
+    eos = int(first[0])
+    out = m.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=PAD, eos_token_id=eos)
+    stopped = first == eos
+    assert bool(stopped[0]) and (out[stopped, 6:] == PAD).all()
+    assert torch.equal(out[~stopped], free[~stopped][:, :out.shape[1]])
+
+
 def test_greedy_generate_equals_a_manual_greedy_loop():
     m = _model()
     ids = _ids(2, 5)

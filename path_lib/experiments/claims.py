@@ -488,6 +488,7 @@ def counts(claims: Sequence[Dict] = None) -> "OrderedDict[str, int]":
 
 
 def format_value(v: Dict) -> str:
+    """A ledger value ``{"value", "format"}`` as text: percent, float (4 significant digits), int or text."""
     x, fmt = v["value"], v["format"]
     if x is None:
         return "none"

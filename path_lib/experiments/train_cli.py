@@ -104,6 +104,8 @@ def shard_rows(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m path_lib.experiments.train_cli`` (model, sizes, steps, batch, data
+    parallelism ``--parallel ddp|fsdp``, checkpoint and resume; ``--help`` lists them)."""
     from ..nn.layers import ATTENTION_LAYERS
     p = argparse.ArgumentParser(prog="python -m path_lib.experiments.train_cli",
                                 description="Train TinyLM on the stdlib byte corpus (under torchrun: DDP or FSDP2).")
@@ -217,6 +219,8 @@ def _backend_name() -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    """Entry point: train as ``argv`` says (:func:`build_parser`), under torchrun or in one process, print
+    the last logged step on rank 0, and close the process group."""
     import torch.distributed as dist
     try:
         r = run(argv)

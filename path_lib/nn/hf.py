@@ -68,7 +68,7 @@ class PaTHConfig(PretrainedConfig):
         tie_word_embeddings: share the input embedding and the output head.
     """
 
-    model_type = "path_lib_tinylm"
+    model_type = "path"
     keys_to_ignore_at_inference = ["past_key_values", "cache"]
 
     def __init__(self, vocab_size: int = 256, hidden_size: int = 128, num_hidden_layers: int = 2,
@@ -382,3 +382,14 @@ def path_attention_from_fla(sd: Mapping, *, prefix: str = "", **layer_kwargs) ->
     except RuntimeError as e:
         raise ValueError(f"the fla weights do not fit one PaTHAttention layer: {e}") from None
     return layer
+
+
+def _register_auto_classes() -> None:
+    """Make ``AutoConfig`` / ``AutoModelForCausalLM`` know model_type ``"path"`` (done on import), so a
+    saved model loads with ``AutoModelForCausalLM.from_pretrained(folder)`` once path_lib.nn.hf is imported."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    AutoConfig.register(PaTHConfig.model_type, PaTHConfig, exist_ok=True)
+    AutoModelForCausalLM.register(PaTHConfig, PaTHForCausalLM, exist_ok=True)
+
+
+_register_auto_classes()

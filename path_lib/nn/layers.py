@@ -4,7 +4,7 @@ Every attention layer maps ``x [B, T, d_model] -> [B, T, d_model]`` and has a re
 ``step(x_t [B, d_model], state) -> (y_t [B, d_model], state)`` for generation whose outputs equal the
 parallel forward. ``state`` starts as ``None``.
 
-PaTH's per-token parameters follow the paper and fla's layer (PATH_NOTES section 6):
+PaTH's per-token parameters follow the paper and fla's layer:
 
     w_t    = L2norm_per_head(SiLU(CausalDepthwiseConv_3(LowRank(x_t))))
     beta_t = 2 * sigmoid(Linear(x_t))          one per key head, optionally clipped to beta_max < 2

@@ -1,6 +1,6 @@
 """Householder-like matrices, their products, and the UT transform (compact WY form).
 
-Notation (PATH_NOTES sections 2-4): a block of ``L`` tokens stacks its unit directions as the rows of
+Notation (paper A's): a block of ``L`` tokens stacks its unit directions as the rows of
 ``W`` (``[..., L, D]``) and its strengths in ``beta`` (``[..., L]``). Each token's transform is
 
     H_t = I - beta_t w_t w_t^T,

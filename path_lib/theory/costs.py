@@ -278,7 +278,7 @@ def backward_memory(T: int, D: int, Dv: Optional[int] = None, *, method: str = "
       does: the per-block products of the forward (keys at block ends, ``T W``, UT matrices) are rebuilt
       or kept, plus ``dq`` accumulated across key blocks and the two ``T`` vectors: ``O(T D)``.
     * ``"checkpoint"``: queries materialised at every ``boundary``-token boundary for every later
-      query (fla's strategy, PATH_NOTES section 4): about ``T^2 / boundary * D / 2``, i.e. ``O(T^2 D / boundary)``.
+      query (fla's strategy): about ``T^2 / boundary * D / 2``, i.e. ``O(T^2 D / boundary)``.
     * ``"kernel"``: an upper estimate (every buffer alive at once) of what this project's Triton
       backward holds, read off ``kernels/_path.py`` (``_PathAttnFn``) when this count was written
       (``Dv = D``; the kernel changes faster than this docstring, and measured peaks on a GPU are the

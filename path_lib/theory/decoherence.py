@@ -1,4 +1,4 @@
-"""Simulations behind "why accumulated transforms extrapolate, and where they stop" (paper B, PATH_NOTES s. 10).
+"""Simulations behind "why accumulated transforms extrapolate, and where they stop" (paper B).
 
 Stylized single-head model. A route is the ordered interval from a source (key) ``j`` to a query ``i``;
 its transport is the product of the per-token steps strictly after the source,
