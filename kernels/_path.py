@@ -459,7 +459,7 @@ def _rows(table: dict, override: Optional[int], D: int, BT: int, SB: int, NB: in
 
 
 def _dtypes(dev: DeviceInfo, dtype) -> dict:
-    """Dtypes and dot precisions by role (benchmarks/DESIGN.md, "Precision by role"), as names.
+    """Dtypes and dot precisions by role (the precision-by-role table of the kernels' design), as names.
 
     * half-precision inputs: logits and ``P V`` in the input dtype (``compute_dtype``); the forward's
       transports in fp16 (``transport_dtype``: three more mantissa bits than bf16, and the factors are
