@@ -39,7 +39,7 @@ def _summary(doc: Optional[str]) -> str:
 
 def module_entries(name: str) -> List[dict]:
     """``[{"name", "kind", "signature", "doc"}]`` for every name in the module's ``__all__`` (empty
-    when it has none); ``doc`` is the cleaned docstring (or "(no docstring)")."""
+    when it has none); ``doc`` is the cleaned docstring (or "(no docstring)"), for a constant its value."""
     mod = importlib.import_module(name)
     out = []
     for attr in getattr(mod, "__all__", []):
@@ -49,9 +49,12 @@ def module_entries(name: str) -> List[dict]:
             sig = str(inspect.signature(obj)) if kind != "value" else ""
         except (TypeError, ValueError):
             sig = "(...)"
-        doc = inspect.getdoc(obj) if kind != "value" else None
-        out.append({"name": attr, "kind": kind, "signature": sig,
-                    "doc": doc or ("(a constant)" if kind == "value" else "(no docstring)")})
+        if kind == "value":
+            text = repr(obj)
+            doc = f"= {text}" if len(text) <= 300 else f"a {type(obj).__name__} (its repr is {len(text)} characters)"
+        else:
+            doc = inspect.getdoc(obj) or "(no docstring)"
+        out.append({"name": attr, "kind": kind, "signature": sig, "doc": doc})
     return out
 
 
