@@ -242,7 +242,7 @@ CLAIMS: List[Dict] = [
               "attention outputs distilled (MSE) layer by layer, then output distributions (KL).",
      "paper_value": "the recipe (numbers only at 1.7B and 7B, below)",
      "ours": {"scale": "byte-level TinyLM teacher on the standard-library corpus, converted by "
-                       "path_lib.experiments.convert; the live CPU run of section 12.1 (tiny, 3 seeds) only",
+                       "path_lib.experiments.convert; the live CPU run of the LM chapter's conversion section (tiny, 3 seeds) only",
               "evidence": ["book/part4/12b_conversion.ipynb", "tests/test_convert.py"], "values": {}},
      "status": "not reproduced yet",
      "reason": "the recorded GPU run (full preset, 3 seeds, about 8 minutes of one H200: experiments/"
