@@ -33,7 +33,7 @@ __all__ = [
     "check_device", "check_same_device", "check_finite", "check_tensor",
     "check_beta_range", "check_unit_rows", "check_log_gate", "check_scale",
     "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
-    "check_qkv", "check_path_params", "check_block_size",
+    "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens",
 ]
 
 #: dtypes accepted for q, k, v
@@ -281,3 +281,25 @@ def check_tokens(tokens, vocab_size: int, *, ndim: int = 2, min_len: int = 0, na
     if values and tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         suffix = f" ({vocab_names})" if vocab_names else ""
         raise ValueError(f"{name} must lie in [0, {vocab_size}){suffix}")
+
+
+def check_cu_seqlens(cu_seqlens, batch_size: int, total: int) -> torch.Tensor:
+    """Packed-sequence offsets ``cu_seqlens [N + 1]`` (int32 or int64, from 0 to ``total``, non-decreasing)
+    for a batch of size 1 (sequences packed along T); read to the host once. Returns them as an int64 CPU
+    tensor. (``kernels/`` keeps its own copy of this check, inside the code the GPU sweep verified.)"""
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
+    check_device(cu_seqlens, "cu_seqlens")
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"cu_seqlens must be int32 or int64, got {dtype_name(cu_seqlens.dtype)}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f"cu_seqlens must be 1-D with N + 1 >= 2 offsets, got shape {tuple(cu_seqlens.shape)}")
+    if batch_size != 1:
+        raise ValueError(f"with cu_seqlens the batch size must be 1 (sequences packed along T), got {batch_size}")
+    cs = cu_seqlens.detach().to("cpu", torch.int64)
+    if int(cs[0]) != 0 or int(cs[-1]) != total:
+        raise ValueError(f"cu_seqlens must start at 0 and end at the packed length {total}, got "
+                         f"{int(cs[0])} ... {int(cs[-1])}")
+    if bool((cs[1:] < cs[:-1]).any()):
+        raise ValueError("cu_seqlens must be non-decreasing")
+    return cs

@@ -79,7 +79,8 @@ from typing import Optional
 
 import torch
 
-from ..validation import check_block_size, check_bool, check_int, check_path_params, check_qkv, check_scale
+from ..validation import (check_block_size, check_bool, check_cu_seqlens, check_int, check_path_params, check_qkv,
+                          check_scale)
 from ..theory.costs import default_seg_blocks
 
 __all__ = ["blockwise_path_attention", "forward", "precompute", "ut", "prep", "seg_fwd", "pair", "fwd",
@@ -443,25 +444,6 @@ def forward(q, k, v, w, beta, G, scale: float, BT: int, SB: int, FR: Optional[in
 # public entry point
 # ----------------------------------------------------------------------------------------------
 
-def _check_cu_seqlens(cu_seqlens, B: int, T: int):
-    """``cu_seqlens``: int32/int64 ``[N + 1]``, from 0 to T, non-decreasing, with B == 1; read on the host."""
-    if not isinstance(cu_seqlens, torch.Tensor):
-        raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
-    if cu_seqlens.device.type == "meta":
-        raise ValueError("cu_seqlens is a meta tensor (shape only, no data); pass a tensor on a real device")
-    if cu_seqlens.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"cu_seqlens must be int32 (or int64), got {str(cu_seqlens.dtype).replace('torch.', '')}")
-    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
-        raise ValueError(f"cu_seqlens must be 1-D with N + 1 >= 2 entries, got shape {tuple(cu_seqlens.shape)}")
-    if B != 1:
-        raise ValueError(f"with cu_seqlens the batch size must be 1 (sequences packed along T), got B={B}")
-    cs = cu_seqlens.detach().to("cpu", torch.int64)
-    if int(cs[0]) != 0 or int(cs[-1]) != T:
-        raise ValueError(f"cu_seqlens must start at 0 and end at T={T}, got {int(cs[0])} ... {int(cs[-1])}")
-    if bool((cs[1:] < cs[:-1]).any()):
-        raise ValueError("cu_seqlens must be non-decreasing")
-    return cs
-
 
 def _check_fwd_rows(fwd_rows, BT: int, SB: int, NB: int) -> Optional[int]:
     if fwd_rows is None:
@@ -507,7 +489,7 @@ def blockwise_path_attention(q, k, v, w, beta, g=None, *, scale=None, block_size
     Dv = v.shape[3]
     dt = torch.float64 if q.dtype == torch.float64 else torch.float32
     if cu_seqlens is not None:
-        cs = _check_cu_seqlens(cu_seqlens, B, T)
+        cs = check_cu_seqlens(cu_seqlens, B, T)
     if T == 0:
         if fwd_rows is not None:
             check_int(fwd_rows, "fwd_rows", minimum=1)

@@ -18,7 +18,7 @@ from typing import List, Tuple
 
 import torch
 
-from ..validation import dtype_name as _name_dtype, check_device
+from ..validation import check_cu_seqlens as _check_offsets, dtype_name as _name_dtype, check_device
 
 __all__ = ["check_attention_mask", "compaction", "gather_time", "check_cu_seqlens", "varlen_layout"]
 
@@ -69,24 +69,8 @@ def gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 def check_cu_seqlens(cu_seqlens, batch_size: int, total: int) -> List[int]:
     """Sequence offsets ``[N + 1]`` (int32/int64, starting at 0, non-decreasing, ending at ``total``), read
-    to the host once. Returns them as a list."""
-    if not isinstance(cu_seqlens, torch.Tensor):
-        raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
-    check_device(cu_seqlens, "cu_seqlens")
-    if cu_seqlens.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"cu_seqlens must be int32 or int64, got {_name_dtype(cu_seqlens.dtype)}")
-    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
-        raise ValueError(f"cu_seqlens must be 1-D with N + 1 >= 2 offsets, got shape {tuple(cu_seqlens.shape)}")
-    if batch_size != 1:
-        raise ValueError(f"with cu_seqlens, x must hold the packed sequences as [1, total, C], got batch size "
-                         f"{batch_size}")
-    offsets = cu_seqlens.tolist()
-    if offsets[0] != 0 or offsets[-1] != total:
-        raise ValueError(f"cu_seqlens must start at 0 and end at the packed length {total}, got "
-                         f"{offsets[0]} ... {offsets[-1]}")
-    if any(b < a for a, b in zip(offsets, offsets[1:])):
-        raise ValueError("cu_seqlens must be non-decreasing")
-    return offsets
+    to the host once (:func:`path_lib.validation.check_cu_seqlens`). Returns them as a list."""
+    return _check_offsets(cu_seqlens, batch_size, total).tolist()
 
 
 def varlen_layout(offsets: List[int], device) -> Tuple[torch.Tensor, torch.Tensor]:
