@@ -61,7 +61,7 @@ RECORDS = {
 }
 
 #: Names registered before their first GPU run: the file may be absent (``optional_record`` then says so).
-PENDING_RECORDS = {"conversion"}
+PENDING_RECORDS: set = set()
 
 #: Where records come from when path_lib runs without a checkout (pip-installed, e.g. on Colab): the
 #: repository's raw files on ``BRANCH``. ``PATH_BOOK_RECORDS_BASE`` overrides it (a fork, a mirror,
