@@ -237,6 +237,25 @@ def test_stage_mask_and_trainable_new():
     assert torch.equal(s.blocks[1].attn.q_proj.weight, q_before)
 
 
+def test_convert_and_distill_is_the_recipe_in_one_call():
+    from path_lib.experiments.convert import convert_and_distill
+    teacher = make_teacher()
+    tok = tokens(4, 16)
+    cfg1, cfg2 = TrainConfig(steps=3, lr=1e-3, warmup=0), TrainConfig(steps=2, lr=5e-4, warmup=0)
+    start = convert_rope_to_path(teacher, attention="path_fox", backend="blockwise", seed=3)
+    mse0, kl0 = attention_mse(start, teacher, tok), logit_kl(start, teacher, tok)
+    student, stages = convert_and_distill(teacher, [tok], stage1=cfg1, stage2=cfg2, attention="path_fox",
+                                          backend="blockwise", seed=3, device="cpu")
+    assert stages["stage1"]["steps_done"] == 3 and stages["stage2"]["steps_done"] == 2
+    assert stages["stage1"]["stage"] == "attention" and stages["stage2"]["stage"] == "logits"
+    assert student.blocks[0].attn.g_proj is not None                            # PaTH-FoX
+    assert logit_kl(student, teacher, tok) < kl0 and attention_mse(student, teacher, tok) < mse0
+    with pytest.raises(TypeError, match="stage2 must be"):
+        convert_and_distill(teacher, [tok], stage1=cfg1, stage2={"steps": 2})
+    with pytest.raises(ValueError, match="teacher"):
+        convert_and_distill(start, [tok], stage1=cfg1, stage2=cfg2)
+
+
 # ---------------------------------------------------------------------------------------------- bad input
 
 def test_bad_input_gets_named_errors():
