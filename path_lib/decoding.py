@@ -23,13 +23,21 @@ from .validation import (PARAM_DTYPES, dtype_name, check_beta_range, check_block
 from .reference.attention import path_attention
 from .reference.householder import _block_product, _boundary_adjusted_keys, _ut_transform
 
-__all__ = ["PaTHCache", "keys_to_end", "prefill", "decode_path_attention"]
+__all__ = ["PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"]
 
 CACHE_DTYPES = (torch.float32, torch.float64)
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def is_cache(obj) -> bool:
+    """Whether ``obj`` is a PaTH decoding cache: a :class:`PaTHCache` or the GPU's
+    ``kernels.decode.TritonPaTHCache`` (recognised by name, so that this never imports triton). Both
+    have ``len``, ``batch_size``, ``keys`` (moved to the current position), ``select`` and ``step``."""
+    return isinstance(obj, PaTHCache) or (type(obj).__name__ == "TritonPaTHCache"
+                                          and type(obj).__module__.endswith("kernels.decode"))
 
 
 class PaTHCache:
@@ -94,6 +102,10 @@ class PaTHCache:
     @property
     def dtype(self):
         return self._k.dtype
+
+    @property
+    def batch_size(self) -> int:
+        return self._k.shape[0]
 
     @property
     def device(self):

@@ -14,18 +14,18 @@ from typing import Dict, Optional
 import torch
 
 from ..validation import check_int, check_tensor
-from ..decoding import PaTHCache
+from ..decoding import is_cache
 
 __all__ = ["StateCache", "select_state"]
 
 
 def select_state(state: Optional[dict], index: torch.Tensor) -> Optional[dict]:
-    """Keep the batch rows ``index`` of a layer state (a dict of tensors, :class:`PaTHCache`, ints) in place."""
+    """Keep the batch rows ``index`` of a layer state (a dict of tensors, a decoding cache, ints) in place."""
     if state is None:
         return None
     for key, value in state.items():
-        if isinstance(value, PaTHCache):
-            value.select(index)
+        if is_cache(value):
+            value.select(index.to(value.device))
         elif isinstance(value, torch.Tensor) and value.dim() > 0:
             state[key] = value[index.to(value.device)]
     return state
@@ -54,7 +54,7 @@ class StateCache:
         state = self.get_layer_state(layer_idx)
         if state is None:
             return 0
-        if isinstance(state.get("cache"), PaTHCache):
+        if is_cache(state.get("cache")):
             return len(state["cache"])
         return int(state.get("pos", 0))
 

@@ -35,7 +35,7 @@ from ..validation import (check_bool, check_choice, check_finite, check_int, che
 from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
                                    softmax_attention, alibi_attention)
 from .cache import StateCache
-from ..decoding import PaTHCache, keys_to_end
+from ..decoding import PaTHCache, is_cache, keys_to_end
 from .padding import check_attention_mask, check_cu_seqlens, compaction, gather_time, varlen_layout
 from ..reference.sba import sba_attention, stick_breaking_weights
 
@@ -81,12 +81,11 @@ def _check_state(state, batch_size: int, name: str = "state") -> None:
     if not isinstance(state, dict):
         raise TypeError(f"{name} must be None or the dict returned by a previous step, got {type(state).__name__}")
     for key, value in state.items():
-        if isinstance(value, PaTHCache):
-            value = value.keys
-        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] != batch_size:
-            raise ValueError(f"{name} was built for batch size {value.shape[0]} ({name}[{key!r}] has shape "
-                             f"{tuple(value.shape)}), but x_t has batch size {batch_size}; start a new state "
-                             "(state=None) for a new batch")
+        rows = value.batch_size if is_cache(value) else (
+            value.shape[0] if isinstance(value, torch.Tensor) and value.dim() > 0 else batch_size)
+        if rows != batch_size:
+            raise ValueError(f"{name} was built for batch size {rows} ({name}[{key!r}] holds {rows} rows), "
+                             f"but x_t has batch size {batch_size}; start a new state (state=None) for a new batch")
 
 
 def _check_x(x, d_model: int, name: str = "x", ndim: int = 3, check_values: Optional[bool] = False) -> bool:
@@ -427,6 +426,14 @@ class PaTHAttention(AttentionLayer):
                            "correctness sweep (benchmarks/DESIGN.md, How to change a kernel)")
         return "blockwise"
 
+    def _triton_decoding(self, x: torch.Tensor) -> bool:
+        """Whether decoding uses the GPU cache of ``kernels.decode`` (CUDA with the Triton backend and not
+        recording gradients; else :class:`path_lib.decoding.PaTHCache`, exact for backpropagation)."""
+        if not x.is_cuda or self._resolve_backend(x) != "triton":
+            return False
+        records = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
+        return not records
+
     def _attention(self, q, k, v, w, beta, g) -> torch.Tensor:
         """The attention core on checked inputs; w, beta, g are valid by construction (normalised,
         squashed), so no value checks here (they would synchronise the GPU on every call)."""
@@ -462,7 +469,7 @@ class PaTHAttention(AttentionLayer):
                                 "(path_lib.nn.cache.StateCache or path_lib.nn.hf.PaTHDynamicCache), got "
                                 f"{type(past_key_values).__name__}")
             state = past_key_values.get_layer_state(self.layer_idx)
-            if state is not None and not (isinstance(state, dict) and isinstance(state.get("cache"), PaTHCache)):
+            if state is not None and not (isinstance(state, dict) and is_cache(state.get("cache"))):
                 raise TypeError(f"past_key_values holds a state for layer_idx={self.layer_idx} that is not a PaTH "
                                 f"layer's ({type(state).__name__}); give each layer its own layer_idx")
             _check_state(state, B, "past_key_values state")
@@ -533,8 +540,14 @@ class PaTHAttention(AttentionLayer):
             o = self._attention(q, k, v, w, beta, g)
         else:
             o = q.new_zeros(B, 0, self.n_heads, self.head_dim)
-        k_end = keys_to_end(k, w, beta, block_size=self.block_size, check_values=False)
-        cache = PaTHCache._from_prefix(k_end, v, g, self.n_heads, dtype=_param_dtype(x), valid=valid)
+        if self._triton_decoding(x):
+            from kernels import transform_keys_to_end
+            from kernels.decode import TritonPaTHCache
+            k_end = transform_keys_to_end(k, w, beta, check_values=False) if T else k
+            cache = TritonPaTHCache.from_prefix(k_end, v, g, n_q_heads=self.n_heads, valid=valid)
+        else:
+            k_end = keys_to_end(k, w, beta, block_size=self.block_size, check_values=False)
+            cache = PaTHCache._from_prefix(k_end, v, g, self.n_heads, dtype=_param_dtype(x), valid=valid)
         K1 = self.conv_size - 1                              # the last K1 conv inputs of each row's tokens
         if valid is None:
             conv = u[:, u.shape[1] - K1:]
@@ -551,7 +564,12 @@ class PaTHAttention(AttentionLayer):
         x = x_t[:, None]
         q, k, v = self.qkv(x)
         u_t = self.w_up(self.w_down(x))                      # [B, 1, w_dim]
-        if state is None:
+        if state is None and self._triton_decoding(x_t):
+            from kernels.decode import TritonPaTHCache
+            state = {"cache": TritonPaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, value_dtype=v.dtype,
+                                              device=x_t.device),
+                     "conv": u_t.new_zeros(B, self.conv_size - 1, u_t.shape[-1])}
+        elif state is None:
             state = {"cache": PaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, dtype=_param_dtype(x_t),
                                         device=x_t.device),
                      "conv": u_t.new_zeros(B, self.conv_size - 1, u_t.shape[-1])}
@@ -562,7 +580,11 @@ class PaTHAttention(AttentionLayer):
         state["conv"] = conv
         w = self._w_from_conv_input(u)[:, 0]
         beta, g = self._beta_g(x_t)
-        o = state["cache"].step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
+        cache = state["cache"]
+        if isinstance(cache, PaTHCache):
+            o = cache.step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
+        else:                                                # the GPU cache checks no values (it never syncs)
+            o = cache.step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t)
         return self.out(o[:, None].to(x_t.dtype))[:, 0], state
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
