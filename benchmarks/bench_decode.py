@@ -2,7 +2,12 @@
 """Decode-step speed of the Triton PaTH cache (kernels/decode.py) against SDPA's single-query attention
 over a cache of the same length and against the PyTorch cache, and the key store's precision.
 
-    PYTHONPATH=. python3 benchmarks/bench_decode.py --out benchmarks/results/bench_decode.json     # one GPU
+    PYTHONPATH=. python3 benchmarks/bench_decode.py --tune --out benchmarks/results/bench_decode.json   # one GPU
+
+``--tune`` first times every :class:`kernels.decode.DecodeConfig` of a small grid at two shapes (batch 1
+at 32K, batch 32 at 16K), keeps the one with the lowest geometric mean of its ratios to SDPA and runs
+the grid with it (the record's ``config``; ``kernels.decode.DEFAULT_CONFIG`` should be set to it, and
+a test checks that it is). The record is rewritten after every row (``complete`` false until the end).
 
 Rows (bf16 q, k, v; w, beta float32; ``heads`` query and key heads of ``head_dim``):
 
@@ -24,6 +29,8 @@ keys and of the output at checkpoints, for an fp32 and a bf16 key store.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 import time
 from pathlib import Path
@@ -35,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_path import backend_of  # noqa: E402
-from kernels.decode import TritonPaTHCache  # noqa: E402
+from kernels.decode import DEFAULT_CONFIG, DecodeConfig, TritonPaTHCache  # noqa: E402
 from path_lib.decoding import PaTHCache  # noqa: E402
 from path_lib.experiments.provenance import write_result  # noqa: E402
 
@@ -59,9 +66,10 @@ def _tokens(n, B, H, D, gen):
              2 * torch.rand(B, H, generator=gen, device="cuda")) for _ in range(n)]
 
 
-def time_triton(B, H, D, L, gen, flush_every=64, reps=5):
+def time_triton(B, H, D, L, gen, flush_every=64, reps=5, config=DEFAULT_CONFIG):
     keys = torch.randn(B, L, H, D, generator=gen, device="cuda").bfloat16()
-    cache = TritonPaTHCache.from_prefix(keys, keys.clone(), n_q_heads=H, flush_every=flush_every, capacity=L + 2 * flush_every)
+    cache = TritonPaTHCache.from_prefix(keys, keys.clone(), n_q_heads=H, flush_every=flush_every,
+                                        capacity=L + 2 * flush_every, config=config)
     toks = _tokens(flush_every, B, H, D, gen)
 
     def period():
@@ -133,6 +141,30 @@ def precision(steps=32768, D=64, H=2, checkpoints=(1024, 4096, 16384, 32768), se
     return {"steps": steps, "head_dim": D, "heads": H, "beta": 2.0, "rows": out}
 
 
+TUNE_GRID = [DecodeConfig(tile=t, num_stages=s, programs_per_sm=p, num_warps=w)
+             for t in (4096, 8192) for s in (1, 3) for p in (4, 16) for w in (4, 8)]
+TUNE_SHAPES = ((1, 32768), (32, 16384))
+
+
+def tune(H, D, gen):
+    """Every config of TUNE_GRID at TUNE_SHAPES: rows and the config with the lowest geometric mean ratio."""
+    sdpa = {shape: time_sdpa(shape[0], H, D, shape[1], gen)[0] for shape in TUNE_SHAPES}
+    rows, best = [], None
+    for cfg in TUNE_GRID:
+        ratios = []
+        for B, L in TUNE_SHAPES:
+            ms, splits = time_triton(B, H, D, L, gen, config=cfg, reps=3)
+            ratios.append(ms / sdpa[(B, L)])
+            rows.append({"config": dataclasses.asdict(cfg), "batch": B, "length": L, "triton_ms": ms,
+                         "sdpa_ms": sdpa[(B, L)], "ratio_to_sdpa": ms / sdpa[(B, L)], "splits": splits})
+        gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"tune {cfg}: ratios {[round(r, 2) for r in ratios]}, geometric mean {gm:.2f}", flush=True)
+        if best is None or gm < best[0]:
+            best = (gm, cfg)
+        torch.cuda.empty_cache()
+    return rows, best[1]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
@@ -141,14 +173,23 @@ def main(argv=None):
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--no-precision", action="store_true")
+    ap.add_argument("--tune", action="store_true", help="pick the DecodeConfig first (see above)")
     args = ap.parse_args(argv)
     gen = torch.Generator(device="cuda").manual_seed(0)
     H, D, M = args.heads, args.head_dim, 64
+    cmd = "python benchmarks/bench_decode.py " + " ".join(argv if argv is not None else sys.argv[1:])
     rows = []
+    data = {"rows": rows, "complete": False, "config": dataclasses.asdict(DEFAULT_CONFIG), "tuned": args.tune}
+    config = DEFAULT_CONFIG
+    if args.tune:
+        data["tune_rows"], config = tune(H, D, gen)
+        data["config"] = dataclasses.asdict(config)
+        print("chosen:", config, flush=True)
+        write_result(args.out, data, command=cmd)
     for B in map(int, args.batches.split(",")):
         for L in map(int, args.lengths.split(",")):
             t0 = time.time()
-            ours, splits = time_triton(B, H, D, L, gen, M)
+            ours, splits = time_triton(B, H, D, L, gen, M, config=config)
             sdpa, backend, names = time_sdpa(B, H, D, L, gen)
             torch_ms = time_pytorch(B, H, D, L, gen)
             floor = (4 * D + 2 * D + 8 * D / M) / (4 * D)
@@ -160,14 +201,14 @@ def main(argv=None):
                   f"ratio {ours / sdpa:5.2f} (floor {floor:.2f}), pytorch {torch_ms * 1e3:9.1f} us "
                   f"[{time.time() - t0:.1f} s]", flush=True)
             torch.cuda.empty_cache()
-    data = {"rows": rows}
+            write_result(args.out, data, command=cmd)
     if not args.no_precision:
         t0 = time.time()
         data["precision"] = precision()
         for name, pts in data["precision"]["rows"].items():
             print(name, [(p["steps"], f"{p['key_rel_err_median']:.2e}", f"{p['out_rel_err']:.2e}") for p in pts])
         print(f"precision: {time.time() - t0:.1f} s")
-    cmd = "python benchmarks/bench_decode.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    data["complete"] = True
     write_result(args.out, data, command=cmd)
     print("wrote", args.out)
 

@@ -33,6 +33,7 @@ pending transforms to the stored keys). Runs on CUDA, or on the CPU under ``TRIT
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Optional
 
@@ -42,11 +43,34 @@ import triton.language as tl
 
 from path_lib.validation import check_int, check_scale, check_tensor
 
-__all__ = ["TritonPaTHCache", "KEY_DTYPES"]
+__all__ = ["TritonPaTHCache", "DecodeConfig", "DEFAULT_CONFIG", "KEY_DTYPES"]
 
 #: dtypes the key store can have (float32 by default; bfloat16 only to measure what it costs)
 KEY_DTYPES = (torch.float32, torch.bfloat16)
 _INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+    """Launch configuration of a decode step.
+
+    Attributes:
+        tile: the most elements of one program's ``[query heads, keys, D]`` product per loop iteration
+            (the block of keys is ``tile / (query heads per key head, padded to a power of two) / D``,
+            16 at least).
+        num_stages: software-pipelining depth of the loop over key blocks.
+        programs_per_sm: the splits of the cache length are chosen so that about this many programs
+            run per multiprocessor (never more than one split per two key blocks).
+        num_warps: warps per program.
+    """
+    tile: int = 4096
+    num_stages: int = 2
+    programs_per_sm: int = 8
+    num_warps: int = 4
+
+
+#: the configuration a cache uses unless given one (benchmarks/bench_decode.py --tune picks it)
+DEFAULT_CONFIG = DecodeConfig()
 
 
 @triton.jit
@@ -214,14 +238,16 @@ class TritonPaTHCache:
         capacity: initial slots along time (grows by doubling).
         flush_every: the most transforms that wait before the keys are rewritten (1 rewrites them at
             every step, as :class:`path_lib.decoding.PaTHCache` does).
-        splits: how many programs share one head's cache (None: enough to fill the GPU).
+        splits: how many programs share one head's cache (None: from ``config.programs_per_sm``).
+        config: a :class:`DecodeConfig` (default :data:`DEFAULT_CONFIG`).
 
     A step runs no host synchronisation: lengths are Python integers kept on the host.
     """
 
     def __init__(self, batch_size: int, n_q_heads: int, n_kv_heads: int, head_dim: int,
                  value_dim: Optional[int] = None, *, value_dtype=torch.bfloat16, key_dtype=torch.float32,
-                 device="cuda", capacity: int = 256, flush_every: int = 64, splits: Optional[int] = None):
+                 device="cuda", capacity: int = 256, flush_every: int = 64, splits: Optional[int] = None,
+                 config: Optional[DecodeConfig] = None):
         check_int(batch_size, "batch_size", minimum=1)
         check_int(n_q_heads, "n_q_heads", minimum=1)
         check_int(n_kv_heads, "n_kv_heads", minimum=1)
@@ -240,7 +266,12 @@ class TritonPaTHCache:
             raise TypeError(f"key_dtype must be float32 or bfloat16, got {key_dtype}")
         if value_dtype not in _INPUT_DTYPES:
             raise TypeError(f"value_dtype must be float16, bfloat16 or float32, got {value_dtype}")
+        if config is not None and not isinstance(config, DecodeConfig):
+            raise TypeError(f"config must be a kernels.decode.DecodeConfig, got {type(config).__name__}")
+        self.config = DEFAULT_CONFIG if config is None else config
         device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         if device.type != "cuda" and not (device.type == "cpu" and _interpret()):
             raise ValueError(f"device must be a CUDA device (or the CPU under TRITON_INTERPRET=1), got {device}")
         if device.type == "cpu" and (value_dtype != torch.float32 or key_dtype != torch.float32):
@@ -259,6 +290,7 @@ class TritonPaTHCache:
         self.gate_total = torch.zeros(batch_size, n_q_heads, dtype=torch.float32, device=device)
         self._has_gate: Optional[bool] = None
         self._padding = False               # some slot may hold padding: the kernel reads the valid store
+        self._parts = None                  # the splits' partial results, reused from step to step
         self._sm = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
     # -- storage ------------------------------------------------------------------------------
@@ -305,6 +337,7 @@ class TritonPaTHCache:
         check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
         self._k, self._v, self._gp, self._valid = self._k[index], self._v[index], self._gp[index], self._valid[index]
         self._pw, self._pb, self.gate_total = self._pw[index], self._pb[index], self.gate_total[index]
+        self._parts = None
         self.B = int(index.shape[0])
 
     @classmethod
@@ -393,20 +426,25 @@ class TritonPaTHCache:
         self._has_gate = g_t is not None
         self._n_pend += 1
         n_old = self._n_old
-        block = 64 if self.D * _pow2(self.n_rep) <= 256 else 32
-        splits = self.splits or max(1, min(triton.cdiv(n_old, 4 * block), triton.cdiv(2 * self._sm, self.B * self.Hk)))
+        cfg = self.config
+        block = max(16, cfg.tile // (_pow2(self.n_rep) * self.D))
+        splits = self.splits or max(1, min(triton.cdiv(n_old, 2 * block),
+                                           triton.cdiv(cfg.programs_per_sm * self._sm, self.B * self.Hk)))
         chunk = triton.cdiv(triton.cdiv(max(n_old, 1), splits), block) * block
         dev = self.device_
-        part_o = torch.empty(self.B, self.Hq, splits, self.Dv, dtype=torch.float32, device=dev)
-        part_m = torch.empty(self.B, self.Hq, splits, dtype=torch.float32, device=dev)
-        part_l = torch.empty_like(part_m)
+        if self._parts is None or self._parts[0].shape[2] != splits:      # reused while the splits stay
+            self._parts = (torch.empty(self.B, self.Hq, splits, self.Dv, dtype=torch.float32, device=dev),
+                           torch.empty(self.B, self.Hq, splits, dtype=torch.float32, device=dev),
+                           torch.empty(self.B, self.Hq, splits, dtype=torch.float32, device=dev))
+        part_o, part_m, part_l = self._parts
         self.last_splits = splits
         _decode_attend_kernel[(self.B * self.Hk, splits)](
             self._k, self._v, self._gp, self._valid, q_t.contiguous(), k_t.contiguous(), v_t.contiguous(),
             w_t.contiguous(), beta_t.contiguous(), self.gate_total, self._pw, self._pb, part_o, part_m, part_l,
             n_old, self._n_pend, chunk, self._cap, self.flush_every, float(scale), self.Hk, self.Hq, splits,
             R=self.n_rep, R_PAD=_pow2(self.n_rep), D=self.D, DV=self.Dv, BLOCK_N=block,
-            HAS_GATE=g_t is not None, HAS_VALID=self._padding, num_warps=4)
+            HAS_GATE=g_t is not None, HAS_VALID=self._padding, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages)
         out = torch.empty(self.B, self.Hq, self.Dv, dtype=self.value_dtype, device=dev)
         _decode_combine_kernel[(self.B * self.Hq,)](part_o, part_m, part_l, out, splits,
                                                      S_PAD=_pow2(splits), DV=self.Dv, num_warps=1)
