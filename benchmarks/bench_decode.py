@@ -79,7 +79,17 @@ def time_triton(B, H, D, L, gen, flush_every=64, reps=5, config=DEFAULT_CONFIG):
         cache.flush()
     period()                                                # compile
     ms = _events_ms(period, reps) / flush_every
-    return ms, cache.last_splits
+    return ms, cache.last_splits, _host_ms(period) / flush_every
+
+
+def _host_ms(fn) -> float:
+    """CPU time to enqueue ``fn``'s work (the GPU is idle at the start): what a step costs the host."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    host = (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize()
+    return host
 
 
 def time_sdpa(B, H, D, L, gen, reps=50):
@@ -97,7 +107,7 @@ def time_sdpa(B, H, D, L, gen, reps=50):
     def many():
         for _ in range(20):
             call()
-    return _events_ms(many, reps // 10 + 3) / 20, backend_of(names), names
+    return _events_ms(many, reps // 10 + 3) / 20, backend_of(names), names, _host_ms(many) / 20
 
 
 def time_pytorch(B, H, D, L, gen, steps=8, reps=3):
@@ -142,7 +152,7 @@ def precision(steps=32768, D=64, H=2, checkpoints=(1024, 4096, 16384, 32768), se
 
 
 TUNE_GRID = [DecodeConfig(tile=t, num_stages=s, programs_per_sm=p, num_warps=w)
-             for t in (4096, 8192) for s in (1, 3) for p in (4, 16) for w in (4, 8)]
+             for t in (2048, 4096, 8192) for s in (1, 2) for p in (4, 16) for w in (4, 8)]
 TUNE_SHAPES = ((1, 32768), (32, 16384))
 
 
@@ -153,7 +163,7 @@ def tune(H, D, gen):
     for cfg in TUNE_GRID:
         ratios = []
         for B, L in TUNE_SHAPES:
-            ms, splits = time_triton(B, H, D, L, gen, config=cfg, reps=3)
+            ms, splits, _ = time_triton(B, H, D, L, gen, config=cfg, reps=3)
             ratios.append(ms / sdpa[(B, L)])
             rows.append({"config": dataclasses.asdict(cfg), "batch": B, "length": L, "triton_ms": ms,
                          "sdpa_ms": sdpa[(B, L)], "ratio_to_sdpa": ms / sdpa[(B, L)], "splits": splits})
@@ -189,16 +199,18 @@ def main(argv=None):
     for B in map(int, args.batches.split(",")):
         for L in map(int, args.lengths.split(",")):
             t0 = time.time()
-            ours, splits = time_triton(B, H, D, L, gen, M, config=config)
-            sdpa, backend, names = time_sdpa(B, H, D, L, gen)
+            ours, splits, ours_host = time_triton(B, H, D, L, gen, M, config=config)
+            sdpa, backend, names, sdpa_host = time_sdpa(B, H, D, L, gen)
             torch_ms = time_pytorch(B, H, D, L, gen)
             floor = (4 * D + 2 * D + 8 * D / M) / (4 * D)
             rows.append({"batch": B, "length": L, "heads": H, "head_dim": D, "flush_every": M,
                          "triton_ms": ours, "sdpa_ms": sdpa, "pytorch_ms": torch_ms, "sdpa_backend": backend,
                          "sdpa_kernels": names, "ratio_to_sdpa": ours / sdpa, "pytorch_ratio_to_sdpa": torch_ms / sdpa,
-                         "floor_ratio": floor, "triton_splits": splits})
+                         "floor_ratio": floor, "triton_splits": splits, "triton_host_ms": ours_host,
+                         "sdpa_host_ms": sdpa_host})
             print(f"B={B:3d} L={L:6d}: triton {ours * 1e3:8.1f} us, sdpa ({backend}) {sdpa * 1e3:8.1f} us, "
-                  f"ratio {ours / sdpa:5.2f} (floor {floor:.2f}), pytorch {torch_ms * 1e3:9.1f} us "
+                  f"ratio {ours / sdpa:5.2f} (floor {floor:.2f}), host {ours_host * 1e3:.0f} / {sdpa_host * 1e3:.0f} us, "
+                  f"pytorch {torch_ms * 1e3:9.1f} us "
                   f"[{time.time() - t0:.1f} s]", flush=True)
             torch.cuda.empty_cache()
             write_result(args.out, data, command=cmd)

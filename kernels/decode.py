@@ -48,6 +48,7 @@ __all__ = ["TritonPaTHCache", "DecodeConfig", "DEFAULT_CONFIG", "KEY_DTYPES"]
 #: dtypes the key store can have (float32 by default; bfloat16 only to measure what it costs)
 KEY_DTYPES = (torch.float32, torch.bfloat16)
 _INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_F32, _BOOL = (torch.float32,), (torch.bool,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ class DecodeConfig:
 DEFAULT_CONFIG = DecodeConfig()
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_old", "n_pend", "chunk", "cap", "n_splits"])
 def _decode_attend_kernel(K, V, GP, VAL, Q, KT, VT, WT, BT, GT, PW, PB, OP, MP, LP,
                           n_old, n_pend, chunk, cap, M, scale, Hk, Hq, n_splits,
                           R: tl.constexpr, R_PAD: tl.constexpr, D: tl.constexpr, DV: tl.constexpr,
@@ -141,9 +142,13 @@ def _decode_attend_kernel(K, V, GP, VAL, Q, KT, VT, WT, BT, GT, PW, PB, OP, MP, 
         w_s = tl.load(PW + ((b * Hk + hk) * M + pend) * D + d)
         beta_s = tl.load(PB + (b * Hk + hk) * M + pend)
         q = q - (beta_s * tl.sum(q * w_s[None, :], 1))[:, None] * w_s[None, :]
-    # the stored keys of this split, read only
+    # the stored keys of this split, read only. Every key lane keeps its own running maximum, sum and
+    # weighted values (no reduction across keys inside the loop); the lanes are merged once at the end.
     start = split * chunk
     end = tl.minimum(start + chunk, n_old)
+    m3 = tl.full([R_PAD, BLOCK_N], float("-inf"), tl.float32)
+    l3 = tl.zeros([R_PAD, BLOCK_N], tl.float32)
+    acc3 = tl.zeros([R_PAD, BLOCK_N, DV], tl.float32)
     for n0 in range(start, end, BLOCK_N):
         idx = n0 + tl.arange(0, BLOCK_N)
         kmask = idx < end
@@ -158,22 +163,30 @@ def _decode_attend_kernel(K, V, GP, VAL, Q, KT, VT, WT, BT, GT, PW, PB, OP, MP, 
         if HAS_VALID:
             ok = ok & (tl.load(VAL + b * cap + idx, mask=kmask, other=0) != 0)[None, :]
         s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_new = tl.maximum(m3, s)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp(s - m_safe[:, None])
-        alpha = tl.exp(m_i - m_safe)
+        p = tl.exp(s - m_safe)
+        alpha = tl.exp(m3 - m_safe)
         v = tl.load(V + ((b * Hk + hk) * cap + idx)[:, None] * DV + dv[None, :], mask=kmask[:, None],
                     other=0.0).to(tl.float32)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], 1)
-        m_i = m_new
+        l3 = l3 * alpha + p
+        acc3 = acc3 * alpha[:, :, None] + p[:, :, None] * v[None, :, :]
+        m3 = m_new
+    m_l = tl.max(m3, 1)                                 # merge the lanes, then with the recent keys
+    m_new = tl.maximum(m_i, m_l)
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    lane = tl.exp(m3 - m_safe[:, None])
+    alpha = tl.exp(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(l3 * lane, 1)
+    acc = acc * alpha[:, None] + tl.sum(acc3 * lane[:, :, None], 1)
+    m_i = m_new
     part = (b * Hq + hq) * n_splits + split
     tl.store(OP + part[:, None] * DV + dv[None, :], acc, mask=rmask[:, None])
     tl.store(MP + part, m_i, mask=rmask)
     tl.store(LP + part, l_i, mask=rmask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_splits"])
 def _decode_combine_kernel(OP, MP, LP, O, n_splits, S_PAD: tl.constexpr, DV: tl.constexpr):
     row = tl.program_id(0)                              # b * Hq + hq
     sp = tl.arange(0, S_PAD)
@@ -191,7 +204,7 @@ def _decode_combine_kernel(OP, MP, LP, O, n_splits, S_PAD: tl.constexpr, DV: tl.
     tl.store(O + row * DV + dv, o.to(O.dtype.element_ty))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_old", "n_pend", "n_total", "cap"])
 def _decode_flush_kernel(K, PW, PB, n_old, n_pend, n_total, cap, M, Hk,
                          D: tl.constexpr, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
@@ -291,6 +304,7 @@ class TritonPaTHCache:
         self._has_gate: Optional[bool] = None
         self._padding = False               # some slot may hold padding: the kernel reads the valid store
         self._parts = None                  # the splits' partial results, reused from step to step
+        self._default_scale = check_scale(None, head_dim)
         self._sm = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
     # -- storage ------------------------------------------------------------------------------
@@ -385,6 +399,14 @@ class TritonPaTHCache:
 
     def _check_step(self, q_t, k_t, v_t, w_t, beta_t, g_t, valid_t):
         B, Hq, Hk, D, Dv = self.B, self.Hq, self.Hk, self.D, self.Dv
+        dev = self.device_
+        ok = lambda x, shape, dtypes: (isinstance(x, torch.Tensor) and x.device == dev and x.dtype in dtypes  # noqa: E731
+                                       and x.shape == shape)
+        if ((self._has_gate is None or (g_t is not None) == self._has_gate)
+                and ok(q_t, (B, Hq, D), _INPUT_DTYPES) and ok(k_t, (B, Hk, D), _INPUT_DTYPES)
+                and ok(v_t, (B, Hk, Dv), _INPUT_DTYPES) and ok(w_t, (B, Hk, D), _F32) and ok(beta_t, (B, Hk), _F32)
+                and (g_t is None or ok(g_t, (B, Hq), _F32)) and (valid_t is None or ok(valid_t, (B,), _BOOL))):
+            return                                          # the fast path: everything as expected
         for name, x, shape, dtypes in (("q_t", q_t, (B, Hq, D), _INPUT_DTYPES), ("k_t", k_t, (B, Hk, D), _INPUT_DTYPES),
                                        ("v_t", v_t, (B, Hk, Dv), _INPUT_DTYPES),
                                        ("w_t", w_t, (B, Hk, D), (torch.float32,)),
@@ -410,7 +432,7 @@ class TritonPaTHCache:
         values: that would synchronise). Returns ``[B, Hq, Dv]`` in the cache's ``value_dtype``.
         """
         self._check_step(q_t, k_t, v_t, w_t, beta_t, g_t, valid_t)
-        scale = check_scale(scale, self.D)
+        scale = self._default_scale if scale is None else check_scale(scale, self.D)
         if self._n_pend == self.flush_every:
             self.flush()
         slot = len(self)
