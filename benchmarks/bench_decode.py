@@ -152,7 +152,7 @@ def precision(steps=32768, D=64, H=2, checkpoints=(1024, 4096, 16384, 32768), se
 
 
 TUNE_GRID = [DecodeConfig(tile=t, num_stages=s, programs_per_sm=p, num_warps=w)
-             for t in (2048, 4096, 8192) for s in (1, 2) for p in (4, 16) for w in (4, 8)]
+             for t in (4096, 8192, 16384) for s in (1, 3) for p in (4, 16) for w in (4, 8)]
 TUNE_SHAPES = ((1, 32768), (32, 16384))
 
 

@@ -146,40 +146,75 @@ def _decode_attend_kernel(K, V, GP, VAL, Q, KT, VT, WT, BT, GT, PW, PB, OP, MP, 
     # weighted values (no reduction across keys inside the loop); the lanes are merged once at the end.
     start = split * chunk
     end = tl.minimum(start + chunk, n_old)
-    m3 = tl.full([R_PAD, BLOCK_N], float("-inf"), tl.float32)
-    l3 = tl.zeros([R_PAD, BLOCK_N], tl.float32)
-    acc3 = tl.zeros([R_PAD, BLOCK_N, DV], tl.float32)
-    for n0 in range(start, end, BLOCK_N):
-        idx = n0 + tl.arange(0, BLOCK_N)
-        kmask = idx < end
-        k = tl.load(K + ((b * Hk + hk) * cap + idx)[:, None] * D + d[None, :], mask=kmask[:, None],
-                    other=0.0).to(tl.float32)
-        s = tl.sum(q[:, None, :] * k[None, :, :], 2) * scale                 # [R_PAD, BLOCK_N]
-        if HAS_GATE:
-            gp = tl.load(GP + (b * Hq + hq)[:, None] * cap + idx[None, :], mask=rmask[:, None] & kmask[None, :],
-                         other=0.0)
-            s += gt[:, None] - gp
-        ok = rmask[:, None] & kmask[None, :]
-        if HAS_VALID:
-            ok = ok & (tl.load(VAL + b * cap + idx, mask=kmask, other=0) != 0)[None, :]
-        s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m3, s)
+    if R_PAD == 1:                                      # one query head per key head: 2-D tiles only
+        q1 = tl.sum(q, 0)
+        m2 = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        l2 = tl.zeros([BLOCK_N], tl.float32)
+        acc2 = tl.zeros([BLOCK_N, DV], tl.float32)
+        for n0 in range(start, end, BLOCK_N):
+            idx = n0 + tl.arange(0, BLOCK_N)
+            kmask = idx < end
+            k = tl.load(K + ((b * Hk + hk) * cap + idx)[:, None] * D + d[None, :], mask=kmask[:, None],
+                        other=0.0).to(tl.float32)
+            s = tl.sum(k * q1[None, :], 1) * scale
+            if HAS_GATE:
+                s += tl.sum(gt, 0) - tl.load(GP + (b * Hq + hk) * cap + idx, mask=kmask, other=0.0)
+            ok = kmask
+            if HAS_VALID:
+                ok = ok & (tl.load(VAL + b * cap + idx, mask=kmask, other=0) != 0)
+            s = tl.where(ok, s, float("-inf"))
+            m_new = tl.maximum(m2, s)
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.exp(s - m_safe)
+            alpha = tl.exp(m2 - m_safe)
+            v = tl.load(V + ((b * Hk + hk) * cap + idx)[:, None] * DV + dv[None, :], mask=kmask[:, None],
+                        other=0.0).to(tl.float32)
+            l2 = l2 * alpha + p
+            acc2 = acc2 * alpha[:, None] + p[:, None] * v
+            m2 = m_new
+        m_old = tl.max(m_i, 0)
+        m_top = tl.maximum(m_old, tl.max(m2, 0))
+        m_safe = tl.where(m_top == float("-inf"), 0.0, m_top)
+        lane = tl.exp(m2 - m_safe)
+        alpha = tl.exp(m_old - m_safe)
+        l_i = l_i * alpha + tl.sum(l2 * lane, 0)
+        acc = acc * alpha + tl.sum(acc2 * lane[:, None], 0)[None, :]
+        m_i = tl.zeros([R_PAD], tl.float32) + m_top
+    else:
+        m3 = tl.full([R_PAD, BLOCK_N], float("-inf"), tl.float32)
+        l3 = tl.zeros([R_PAD, BLOCK_N], tl.float32)
+        acc3 = tl.zeros([R_PAD, BLOCK_N, DV], tl.float32)
+        for n0 in range(start, end, BLOCK_N):
+            idx = n0 + tl.arange(0, BLOCK_N)
+            kmask = idx < end
+            k = tl.load(K + ((b * Hk + hk) * cap + idx)[:, None] * D + d[None, :], mask=kmask[:, None],
+                        other=0.0).to(tl.float32)
+            s = tl.sum(q[:, None, :] * k[None, :, :], 2) * scale                 # [R_PAD, BLOCK_N]
+            if HAS_GATE:
+                gp = tl.load(GP + (b * Hq + hq)[:, None] * cap + idx[None, :], mask=rmask[:, None] & kmask[None, :],
+                             other=0.0)
+                s += gt[:, None] - gp
+            ok = rmask[:, None] & kmask[None, :]
+            if HAS_VALID:
+                ok = ok & (tl.load(VAL + b * cap + idx, mask=kmask, other=0) != 0)[None, :]
+            s = tl.where(ok, s, float("-inf"))
+            m_new = tl.maximum(m3, s)
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.exp(s - m_safe)
+            alpha = tl.exp(m3 - m_safe)
+            v = tl.load(V + ((b * Hk + hk) * cap + idx)[:, None] * DV + dv[None, :], mask=kmask[:, None],
+                        other=0.0).to(tl.float32)
+            l3 = l3 * alpha + p
+            acc3 = acc3 * alpha[:, :, None] + p[:, :, None] * v[None, :, :]
+            m3 = m_new
+        m_l = tl.max(m3, 1)                                 # merge the lanes, then with the recent keys
+        m_new = tl.maximum(m_i, m_l)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp(s - m_safe)
-        alpha = tl.exp(m3 - m_safe)
-        v = tl.load(V + ((b * Hk + hk) * cap + idx)[:, None] * DV + dv[None, :], mask=kmask[:, None],
-                    other=0.0).to(tl.float32)
-        l3 = l3 * alpha + p
-        acc3 = acc3 * alpha[:, :, None] + p[:, :, None] * v[None, :, :]
-        m3 = m_new
-    m_l = tl.max(m3, 1)                                 # merge the lanes, then with the recent keys
-    m_new = tl.maximum(m_i, m_l)
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    lane = tl.exp(m3 - m_safe[:, None])
-    alpha = tl.exp(m_i - m_safe)
-    l_i = l_i * alpha + tl.sum(l3 * lane, 1)
-    acc = acc * alpha[:, None] + tl.sum(acc3 * lane[:, :, None], 1)
-    m_i = m_new
+        lane = tl.exp(m3 - m_safe[:, None])
+        alpha = tl.exp(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(l3 * lane, 1)
+        acc = acc * alpha[:, None] + tl.sum(acc3 * lane[:, :, None], 1)
+        m_i = m_new
     part = (b * Hq + hq) * n_splits + split
     tl.store(OP + part[:, None] * DV + dv[None, :], acc, mask=rmask[:, None])
     tl.store(MP + part, m_i, mask=rmask)

@@ -72,11 +72,12 @@ def test_steps_match_the_pytorch_cache(Hq, Hk, gate, flush, splits):
 
 
 @needs_interpreter
-def test_prefilled_prompt_with_padding_then_padded_steps_and_beams():
+@pytest.mark.parametrize("Hq,Hk", [(4, 2), (2, 2)])
+def test_prefilled_prompt_with_padding_then_padded_steps_and_beams(Hq, Hk):
     from kernels.decode import TritonPaTHCache
     from path_lib.decoding import PaTHCache, keys_to_end
     gen = torch.Generator().manual_seed(7)
-    B, T, Hq, Hk, D = 3, 6, 4, 2, 16
+    B, T, D = 3, 6, 16
     k = torch.randn(B, T, Hk, D, generator=gen)
     v = torch.randn(B, T, Hk, D, generator=gen)
     w = F.normalize(torch.randn(B, T, Hk, D, generator=gen), dim=-1)
