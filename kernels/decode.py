@@ -70,8 +70,9 @@ class DecodeConfig:
     num_warps: int = 4
 
 
-#: the configuration a cache uses unless given one (benchmarks/bench_decode.py --tune picks it)
-DEFAULT_CONFIG = DecodeConfig()
+#: the configuration a cache uses unless given one: the one ``benchmarks/bench_decode.py --tune`` chose on
+#: an H200 (``benchmarks/results/bench_decode.json``, its ``config``; a test keeps the two equal)
+DEFAULT_CONFIG = DecodeConfig(tile=8192, num_stages=1, programs_per_sm=4, num_warps=4)
 
 
 @triton.jit(do_not_specialize=["n_old", "n_pend", "chunk", "cap", "n_splits"])

@@ -170,3 +170,14 @@ def test_tinylm_decoding_on_gpu_uses_the_triton_cache_and_matches_the_forward(at
     assert any(isinstance(v, TritonPaTHCache) for s in state for v in (s.values() if isinstance(s, dict) else []))
     torch.testing.assert_close(logits, full[:, 69], atol=1e-3, rtol=1e-3)
     torch.testing.assert_close(torch.stack(steps, 1), full[:, 70:], atol=1e-3, rtol=1e-3)
+
+
+def test_default_config_is_the_recorded_choice():
+    import dataclasses
+    import json
+    from kernels.decode import DEFAULT_CONFIG
+    from path_lib.book.notebook import RECORDS
+    rec = json.loads((ROOT / RECORDS["decode"]).read_text())
+    assert rec["complete"] and rec["tuned"]
+    assert dataclasses.asdict(DEFAULT_CONFIG) == rec["config"]
+    assert {r["sdpa_backend"] for r in rec["rows"]} == {"cudnn"}

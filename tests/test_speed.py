@@ -316,3 +316,18 @@ def test_widget_frame_without_a_record_and_the_phase_figure():
     fig = speed.plot_phases(load_record("profile"), ["ours_path", "fla_path"])
     assert isinstance(fig, Figure)
     plt.close(fig)
+
+
+def test_decode_tables_count_the_cells_within_the_target():
+    row = lambda B, L, ours, sdpa: {"batch": B, "length": L, "triton_ms": ours, "sdpa_ms": sdpa,  # noqa: E731
+                                    "sdpa_backend": "cudnn", "ratio_to_sdpa": ours / sdpa, "floor_ratio": 1.53,
+                                    "triton_host_ms": 0.1, "sdpa_host_ms": 0.05, "pytorch_ratio_to_sdpa": 9.0}
+    rec = {"rows": [row(32, 4096, 0.3, 0.1), row(1, 1024, 0.08, 0.06)],
+           "precision": {"rows": {"fp32": [{"steps": 10, "key_rel_err_median": 1e-6}],
+                                  "bf16": [{"steps": 10, "key_rel_err_median": 2e-2}]}}}
+    table, prec, summary = speed.decode_tables(rec)
+    lines = table.splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| 1 | 1,024 | 80 | 60 (cudnn) | 1.33 |")    # sorted by batch
+    assert "| 32 | 4,096 | 300 | 100 (cudnn) | 3.00 |" in lines[3]
+    assert prec.splitlines()[2] == "| fp32 | 1.0e-06 |" and "after 10 steps" in prec
+    assert summary.startswith("1 of 2 cells are within 2x of SDPA; not batch 32 at 4,096 (3.00x, host 100 against 50")

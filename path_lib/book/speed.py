@@ -49,7 +49,7 @@ __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SH
            "repeat_check", "PHASE_GROUPS", "phase_of", "phase_ms", "phase_groups", "unmapped_kernels", "phase_table",
            "group_table",
            "compile_summary", "compile_table", "launcher_config", "t4_floors", "agrees",
-           "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor"]
+           "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor", "decode_tables"]
 
 #: method key in the record -> (label, colour, line style, marker). ``sdpa``'s label gets its backend.
 METHODS = {
@@ -944,3 +944,38 @@ def render_floor(rec: Optional[dict], T: int, D: int, mode: str):
                   fontsize=9)
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# decoding: benchmarks/bench_decode.py's record
+# ----------------------------------------------------------------------------------------------
+
+def decode_tables(rec: dict, *, target: float = 2.0) -> Tuple[str, str, str]:
+    """The decode record (``RECORDS["decode"]``) as ``(speed table, precision table, summary sentence)``.
+
+    Speed: one row per batch and cache length, microseconds per step of the Triton cache and of SDPA
+    (its backend named), their ratio, the byte floor of that ratio, the host time per step of both and
+    the PyTorch cache's ratio to SDPA. Precision: the relative error of the stored keys (median over
+    keys) after each checkpoint, per key store. The sentence counts the cells within ``target`` of SDPA
+    and names the others with their host times."""
+    rows = sorted(rec["rows"], key=lambda r: (r["batch"], r["length"]))
+    speed_md = ["| batch | cache length | ours (us) | SDPA (us) | ours / SDPA | byte floor | host per step, ours / SDPA "
+                "(us) | PyTorch cache / SDPA |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        speed_md.append(f"| {r['batch']} | {r['length']:,} | {1e3 * r['triton_ms']:.0f} | {1e3 * r['sdpa_ms']:.0f} "
+                        f"({r['sdpa_backend']}) | {r['ratio_to_sdpa']:.2f} | {r['floor_ratio']:.2f} | "
+                        f"{1e3 * r['triton_host_ms']:.0f} / {1e3 * r['sdpa_host_ms']:.0f} | "
+                        f"{r['pytorch_ratio_to_sdpa']:.1f} |")
+    prec = rec["precision"]["rows"]
+    steps = [p["steps"] for p in next(iter(prec.values()))]
+    prec_md = ["| key store | " + " | ".join(f"after {s:,} steps" for s in steps) + " |",
+               "|---|" + "---|" * len(steps)]
+    for name, pts in prec.items():
+        prec_md.append(f"| {name} | " + " | ".join(f"{p['key_rel_err_median']:.1e}" for p in pts) + " |")
+    slow = [r for r in rows if r["ratio_to_sdpa"] > target]
+    summary = f"{len(rows) - len(slow)} of {len(rows)} cells are within {target:g}x of SDPA"
+    if slow:
+        summary += "; not " + ", ".join(
+            f"batch {r['batch']} at {r['length']:,} ({r['ratio_to_sdpa']:.2f}x, host {1e3 * r['triton_host_ms']:.0f} "
+            f"against {1e3 * r['sdpa_host_ms']:.0f} us per step)" for r in slow)
+    return "\n".join(speed_md), "\n".join(prec_md), summary + "."
