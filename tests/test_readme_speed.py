@@ -28,3 +28,17 @@ def test_readme_speed_table_is_the_records():
     block = re.search(r"<!-- speed-table -->\n(.*?)\n<!-- /speed-table -->", text, re.S)
     assert block, "README.md lost its <!-- speed-table --> block"
     assert block.group(1).strip() == readme_speed_table(bench)
+
+
+def test_readme_decode_table_is_the_records():
+    from path_lib.book.speed import decode_tables
+    rec = json.loads((ROOT / "benchmarks" / "results" / "bench_decode.json").read_text())
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- decode-table -->\n(.*?)\n<!-- /decode-table -->", text, re.S)
+    assert block, "README.md lost its <!-- decode-table --> block"
+    table, _, summary = decode_tables(rec)
+    assert block.group(1).strip() == table
+    assert summary in text
+    p = {name: pts[-1]["key_rel_err_median"] for name, pts in rec["precision"]["rows"].items()}
+    assert f"{p['fp32 store, flush every 64']:.0e}".replace("e-06", "e-6") in text
+    assert f"{100 * p['bf16 store, flush every 64']:.1f}% in bfloat16" in text
