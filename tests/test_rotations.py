@@ -189,3 +189,16 @@ def test_tinylm_token_rotation_step_equals_forward_and_gradients(kind):
     x = torch.randn(1, 5, 16)
     layer.token_ids = torch.zeros(1, 5, dtype=torch.long)
     torch.testing.assert_close(layer(x), (setattr(layer, "token_ids", None), layer(x))[1])
+
+
+def test_theta_values_are_checked_only_when_asked():
+    from path_lib.nn.rotations import accumulated_rotation_attention
+    q, k, v = (torch.randn(1, 5, 2, 4, dtype=torch.float64) for _ in range(3))
+    theta = torch.zeros(1, 5, 2, 2, dtype=torch.float64)
+    theta[0, 3, 1, 0] = float("nan")
+    with pytest.raises(ValueError, match="theta"):
+        accumulated_rotation_attention(q, k, v, theta)
+    out = accumulated_rotation_attention(q, k, v, theta, check_values=False)    # the layers' path: no sync
+    assert torch.isfinite(out[0, :3]).all() and torch.isnan(out[0, 3:, 1]).all()
+    with pytest.raises(TypeError, match="check_values"):
+        accumulated_rotation_attention(q, k, v, theta, check_values="no")

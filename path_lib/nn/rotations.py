@@ -51,7 +51,7 @@ import math
 import torch
 import torch.nn as nn
 
-from ..validation import check_tensor
+from ..validation import check_bool, check_tensor
 from ..reference.attention import softmax_attention
 from .layers import AttentionLayer, _check_state, register_attention
 
@@ -99,7 +99,8 @@ def block_rotation_matrix(angle: torch.Tensor) -> torch.Tensor:
     return R
 
 
-def accumulated_rotation_attention(q, k, v, theta, *, rotate_values: bool = False, scale=None) -> torch.Tensor:
+def accumulated_rotation_attention(q, k, v, theta, *, rotate_values: bool = False, scale=None,
+                                   check_values: bool = True) -> torch.Tensor:
     """Causal attention with accumulated block rotations ``P_{j->i} = R(Phi_i - Phi_j)``.
 
     Args:
@@ -107,10 +108,13 @@ def accumulated_rotation_attention(q, k, v, theta, *, rotate_values: bool = Fals
         theta: ``[B, T, Hk, D/2]`` per-token step angles (float32 or float64).
         rotate_values: also transport the values along the route (output in the query's frame).
         scale: logit scale (default ``D ** -0.5``).
+        check_values: also check that theta is finite (a device sync on a GPU; the layers, whose angles
+            are finite by construction, pass False).
     Returns:
         ``[B, T, Hq, D]`` in q's dtype.
     """
-    check_tensor(theta, "theta", ndim=4, finite=True)
+    check_bool(check_values, "check_values")
+    check_tensor(theta, "theta", ndim=4, finite=check_values)
     if theta.shape[:3] != k.shape[:3] or theta.shape[-1] * 2 != k.shape[-1]:
         raise ValueError(f"theta must have shape {tuple(k.shape[:3]) + (k.shape[-1] // 2,)}, got {tuple(theta.shape)}")
     n_rep = q.shape[2] // k.shape[2]
@@ -118,8 +122,8 @@ def accumulated_rotation_attention(q, k, v, theta, *, rotate_values: bool = Fals
     phi_q = phi.repeat_interleave(n_rep, dim=2) if n_rep > 1 else phi
     qr, kr = rotate_pairs(q, -phi_q), rotate_pairs(k, -phi)
     if not rotate_values:
-        return softmax_attention(qr, kr, v, scale=scale)
-    o = softmax_attention(qr, kr, rotate_pairs(v, -phi), scale=scale)
+        return softmax_attention(qr, kr, v, scale=scale, check_values=check_values)
+    o = softmax_attention(qr, kr, rotate_pairs(v, -phi), scale=scale, check_values=check_values)
     return rotate_pairs(o, phi_q)
 
 
@@ -184,7 +188,8 @@ class RandomRotationAttention(AttentionLayer):
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have last dimension d_model={self.d_model}, got {x.shape[-1]}")
         q, k, v = self.qkv(x)
-        return self.out(accumulated_rotation_attention(q, k, v, self.angles(x), rotate_values=self.rotate_values))
+        return self.out(accumulated_rotation_attention(q, k, v, self.angles(x), rotate_values=self.rotate_values,
+                                                         check_values=False))
 
 
 class LearnedRotationAttention(RandomRotationAttention):
@@ -257,7 +262,8 @@ class TokenRotationAttention(AttentionLayer):
         q, k, v = self.qkv(x)
         dt = torch.float64 if x.dtype == torch.float64 else torch.float32
         theta = self.angles(self._ids(x.shape[0], x.shape[1], x.device), dt)
-        return self.out(accumulated_rotation_attention(q, k, v, theta, rotate_values=self.rotate_values))
+        return self.out(accumulated_rotation_attention(q, k, v, theta, rotate_values=self.rotate_values,
+                                                         check_values=False))
 
     def step(self, x_t: torch.Tensor, state=None):
         """One token: keeps ``Phi`` (the accumulated angle) and keys (values) in the common frame."""
