@@ -4,9 +4,9 @@ over a cache of the same length and against the PyTorch cache, and the key store
 
     PYTHONPATH=. python3 benchmarks/bench_decode.py --tune --out benchmarks/results/bench_decode.json   # one GPU
 
-``--tune`` first times every :class:`kernels.decode.DecodeConfig` of a small grid at two shapes (batch 1
+``--tune`` first times every :class:`path_lib.kernels.decode.DecodeConfig` of a small grid at two shapes (batch 1
 at 32K, batch 32 at 16K), keeps the one with the lowest geometric mean of its ratios to SDPA and runs
-the grid with it (the record's ``config``; ``kernels.decode.DEFAULT_CONFIG`` should be set to it, and
+the grid with it (the record's ``config``; ``path_lib.kernels.decode.DEFAULT_CONFIG`` should be set to it, and
 a test checks that it is). The record is rewritten after every row (``complete`` false until the end).
 
 Rows (bf16 q, k, v; w, beta float32; ``heads`` query and key heads of ``head_dim``):
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_path import backend_of  # noqa: E402
-from kernels.decode import DEFAULT_CONFIG, DecodeConfig, TritonPaTHCache  # noqa: E402
+from path_lib.kernels.decode import DEFAULT_CONFIG, DecodeConfig, TritonPaTHCache  # noqa: E402
 from path_lib.decoding import PaTHCache  # noqa: E402
 from path_lib.experiments.provenance import write_result  # noqa: E402
 

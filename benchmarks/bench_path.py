@@ -8,9 +8,9 @@ from which ``path_lib.book.speed`` computes each cell's floor.
 Methods:
 * ``sdpa``: PyTorch's ``scaled_dot_product_attention`` with its default dispatch, causal, no position
   encoding: the fastest attention PyTorch has on this GPU (cuDNN on an H200). Which backend ran is read
-  off the CUDA kernels it launched (torch.profiler) and stored with the row (``backend``, ``kernels``);
+  off the CUDA kernels it launched (torch.profiler) and stored with the row (``backend``, ``path_lib.kernels``);
 * ``sdpa_flash``: the same call with the FlashAttention backend forced (a second, labelled baseline);
-* ``ours_path`` / ``ours_pathfox``: ``kernels.path_attention`` without / with the gate;
+* ``ours_path`` / ``ours_pathfox``: ``path_lib.kernels.path_attention`` without / with the gate;
 * ``fla_path`` / ``fla_pathfox``: fla-core 0.6.0 ``fla.ops.path_attn.parallel_path_attn`` (gate passed as
   g / scale, since fla scales the gate);
 * ``fla_fox``: ``fla.ops.forgetting_attn.parallel_forgetting_attn`` (FoX, no Householder transforms).
@@ -21,7 +21,7 @@ fla is recorded as "not available" when it cannot be imported.
 
 Record schema 2: ``{schema, fla, dtype, tokens, hidden, do_bench, ceilings, rows}``; a row is
 ``{D, H, T, B, method, mode, ms, peak_mib}`` (``ms: None`` and ``error`` when it failed), plus ``backend``
-and ``kernels`` for ``sdpa`` and ``config`` (block length, blocks per segment) for ours. ``--resume``
+and ``path_lib.kernels`` for ``sdpa`` and ``config`` (block length, blocks per segment) for ours. ``--resume``
 keeps the rows of an existing ``--out`` file and measures only the missing ones.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import kernels  # noqa: E402
+import path_lib.kernels  # noqa: E402
 from path_lib.experiments.provenance import write_result  # noqa: E402
 
 
@@ -72,8 +72,8 @@ def methods(fla_path, fla_fox, D):
     m = {
         "sdpa": lambda q, k, v, w, b, g: _sdpa(q, k, v),
         "sdpa_flash": lambda q, k, v, w, b, g: _sdpa(q, k, v, forced="flash"),
-        "ours_path": lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, None, check_values=False),
-        "ours_pathfox": lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, g, check_values=False),
+        "ours_path": lambda q, k, v, w, b, g: path_lib.kernels.path_attention(q, k, v, w, b, None, check_values=False),
+        "ours_pathfox": lambda q, k, v, w, b, g: path_lib.kernels.path_attention(q, k, v, w, b, g, check_values=False),
     }
     if fla_path is not None:
         m["fla_path"] = lambda q, k, v, w, b, g: fla_path(q, k, v, w, b, None, scale=scale)[0]
@@ -143,10 +143,10 @@ def ceilings(gen):
 
 def config_of(D, T, mode):
     """The kernels' whole launch configuration at this shape and pass (bf16; ``fwd`` records no gradient):
-    ``kernels.kernel_config(...).as_dict()`` on this GPU (an H200 described by hand without one), with the
+    ``path_lib.kernels.kernel_config(...).as_dict()`` on this GPU (an H200 described by hand without one), with the
     block length ``block`` and the blocks per segment ``seg_blocks`` among its keys."""
-    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else kernels.H200
-    return kernels.kernel_config(device, torch.bfloat16, D, T, forward_only=(mode == "fwd")).as_dict()
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else path_lib.kernels.H200
+    return path_lib.kernels.kernel_config(device, torch.bfloat16, D, T, forward_only=(mode == "fwd")).as_dict()
 
 
 def bench_one(fn, ins, mode, warmup, rep, warm_only=False):
@@ -240,8 +240,8 @@ def main():
     def save():
         if args.warm_only:
             return
-        write_result(args.out, dict(schema=SCHEMA, kernel_sources_sha256=kernels.sources_sha256(),
-                                    kernel_code_sha256=kernels.code_sha256(), fla=fla_ver, dtype="bfloat16",
+        write_result(args.out, dict(schema=SCHEMA, kernel_sources_sha256=path_lib.kernels.sources_sha256(),
+                                    kernel_code_sha256=path_lib.kernels.code_sha256(), fla=fla_ver, dtype="bfloat16",
                                     tokens=32768, hidden=2048,
                                     do_bench=dict(warmup_ms=args.warmup, rep_ms=args.rep, stat="median"),
                                     ceilings=ceil, rows=rows), command=cmd)

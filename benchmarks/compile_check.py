@@ -26,8 +26,8 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-import kernels._path as _path  # noqa: E402
-import kernels._triton_kernels as K  # noqa: E402
+import path_lib.kernels._path as _path  # noqa: E402
+import path_lib.kernels._triton_kernels as K  # noqa: E402
 
 # what the single-segment mode launches besides the forward and block kernels (kernels/_path.py)
 SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_kernel", "_prep_kernel")
@@ -75,7 +75,7 @@ def compile_one(fn, ptr_types, constexprs, arch, warps, stages):
 
 
 def device_for(arch, smem=None):
-    """The device the launcher would configure for (``kernels.DeviceInfo``): compute capability from
+    """The device the launcher would configure for (``path_lib.kernels.DeviceInfo``): compute capability from
     ``arch``, opt-in shared memory from ``smem`` or ``ARCH_SMEM``."""
     smem = smem or ARCH_SMEM.get(arch) or (232448 if arch >= 90 else 101376)
     return _path.DeviceInfo("cuda", (arch // 10, arch % 10), smem, f"sm_{arch}")

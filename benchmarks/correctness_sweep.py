@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import kernels  # noqa: E402
+import path_lib.kernels  # noqa: E402
 from path_lib.reference.attention import path_attention as ref_attention  # noqa: E402
 from path_lib.experiments.provenance import write_result  # noqa: E402
 
@@ -78,13 +78,13 @@ def _reference(ins64, cu):
 
 
 def launch_config(device, T, D, dtype, lens, seg_blocks, forward_only):
-    """The launch configuration of ``kernels.path_attention`` for this case, as the call builds it
-    (``kernels.kernel_config``; the longest sequence with ``cu_seqlens``; head dim 32 as 64 where it is
+    """The launch configuration of ``path_lib.kernels.path_attention`` for this case, as the call builds it
+    (``path_lib.kernels.kernel_config``; the longest sequence with ``cu_seqlens``; head dim 32 as 64 where it is
     padded), as a dict for the record."""
     Tmax = max(max(lens), 1) if lens is not None else T
-    cfg = kernels.kernel_config(device, dtype, D, Tmax, forward_only, seg_blocks=seg_blocks)
+    cfg = path_lib.kernels.kernel_config(device, dtype, D, Tmax, forward_only, seg_blocks=seg_blocks)
     if cfg.pad_head_dim:
-        cfg = kernels.kernel_config(device, dtype, 64, Tmax, forward_only, seg_blocks=seg_blocks)
+        cfg = path_lib.kernels.kernel_config(device, dtype, 64, Tmax, forward_only, seg_blocks=seg_blocks)
     return cfg.as_dict()
 
 
@@ -102,7 +102,7 @@ def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=No
     poison()
     t0 = time.time()
     with torch.set_grad_enabled(not forward_only):
-        o = kernels.path_attention(*ins, cu_seqlens=cu, seg_blocks=seg_blocks)
+        o = path_lib.kernels.path_attention(*ins, cu_seqlens=cu, seg_blocks=seg_blocks)
     if not forward_only:
         do = (do_scale * torch.randn(o.shape, generator=gen, device="cuda")).to(dtype)
         poison()
@@ -123,7 +123,7 @@ def check_case(name, B, T, Hq, Hk, D, dtype, gate, gen, lens=None, seg_blocks=No
                kernel_s=round(t_kernel, 3),
                config=launch_config(q.device, T, D, dtype, lens, seg_blocks, forward_only))
     if forward_only:
-        chosen = {mode: list(kernels.blocking(T, D, dtype, forward_only=mode == "forward_only"))
+        chosen = {mode: list(path_lib.kernels.blocking(T, D, dtype, forward_only=mode == "forward_only"))
                   for mode in ("with_grad", "forward_only")}
         rec.update(forward_only=True, block_and_seg_blocks=chosen)
     else:
@@ -137,7 +137,7 @@ def long_forward(gen, B=4, T=16384, H=24, D=64, dtype=torch.bfloat16, nq=64):
     q, k, v, w, beta, g = make_inputs(B, T, H, H, D, dtype, True, gen)
     poison(4 << 30)
     t0 = time.time()
-    o = kernels.path_attention(q, k, v, w, beta, g)
+    o = path_lib.kernels.path_attention(q, k, v, w, beta, g)
     torch.cuda.synchronize()
     t_kernel = time.time() - t0
     scale = D ** -0.5
@@ -174,10 +174,10 @@ def long_forward(gen, B=4, T=16384, H=24, D=64, dtype=torch.bfloat16, nq=64):
 
 
 def keys_to_end_case(gen, T=700, H=2, D=64, lens=(300, 1, 399)):
-    """kernels.transform_keys_to_end against a float64 token-by-token sweep, with cu_seqlens."""
+    """path_lib.kernels.transform_keys_to_end against a float64 token-by-token sweep, with cu_seqlens."""
     _, k, _, w, beta, _ = make_inputs(1, T, H, H, D, torch.float32, False, gen)
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
-    out = kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu)
+    out = path_lib.kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu)
     kd, wd, bd = k.double(), w.double(), beta.double()
     ref = torch.empty_like(kd)
     b = cu.tolist()
@@ -256,7 +256,8 @@ def main():
     def save():
         n_ok = sum(r["ok"] for r in results)
         extra = dict(tree_note=note) if note else {}
-        write_result(args.out, dict(seed=seed, seeds=seeds, kernel_sources_sha256=kernels.sources_sha256(), kernel_code_sha256=kernels.code_sha256(),
+        write_result(args.out, dict(seed=seed, seeds=seeds, kernel_sources_sha256=path_lib.kernels.sources_sha256(),
+                                    kernel_code_sha256=path_lib.kernels.code_sha256(),
                                     tolerances={str(k)[6:]: v for k, v in TOL.items()},
                                     cases=results, passed=n_ok, total=len(results),
                                     kernels_sync=os.environ.get("PATH_KERNELS_SYNC", "0"),

@@ -7,7 +7,7 @@ with and without the gate, grouped-query heads, and a length that is not a multi
 
 * ``context_parallel_path_attention`` (world size 1: the rank's local blockwise scan and the cross-rank
   checks), ``chunked_path_attention`` with 2 and 4 chunks (every rank's computation of a 2- and a 4-rank
-  run, side by side on this GPU) and the Triton kernels (``kernels.path_attention``), outputs and the six
+  run, side by side on this GPU) and the Triton kernels (``path_lib.kernels.path_attention``), outputs and the six
   gradients, each against ``path_attention(impl="blockwise")`` in float64 fed the same rounded inputs
   (error ``||x - ref|| / ||ref||``);
 * the autograd all-gather on this group (forward a copy, backward the reduce-scatter / all-reduce);
@@ -83,7 +83,7 @@ def time_ms(fn, xs, do, reps=5):
 
 
 def check_case(name, spec, dtype, gen, device="cuda", timing=True):
-    import kernels
+    import path_lib.kernels as kernels
     from path_lib.reference.attention import path_attention
     from path_lib.distributed import chunked_path_attention, context_parallel_path_attention
     xs = inputs(**spec, dtype=dtype, gen=gen, dev=device)
@@ -128,7 +128,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     import torch.distributed as dist
-    import kernels
+    import path_lib.kernels as kernels
     from path_lib.experiments.provenance import write_result
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import kernels  # noqa: E402
+import path_lib.kernels  # noqa: E402
 
 
 def main():
@@ -34,7 +34,7 @@ def main():
     w = F.normalize(torch.randn(a.B, a.T, a.Hk, a.D, generator=gen, device=dev), dim=-1).requires_grad_()
     beta = (2 * torch.rand(a.B, a.T, a.Hk, generator=gen, device=dev)).requires_grad_()
     g = None if a.no_gate else F.logsigmoid(torch.randn(a.B, a.T, a.Hq, generator=gen, device=dev) + 3).requires_grad_()
-    o = kernels.path_attention(q, k, v, w, beta, g)
+    o = path_lib.kernels.path_attention(q, k, v, w, beta, g)
     o.backward(torch.randn_like(o))
     torch.cuda.synchronize()
     print("fault_case: completed without a CUDA error", flush=True)

@@ -26,7 +26,7 @@ import triton
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from kernels import _triton_kernels as K  # noqa: E402
+from path_lib.kernels import _triton_kernels as K  # noqa: E402
 
 
 def make(B, T, H, D, device, dtype=torch.bfloat16, seed=0):
@@ -82,11 +82,11 @@ def main():
     ap.add_argument("--compile-only", default="", metavar="K/N")
     args = ap.parse_args()
     if args.ncu_target:  # one forward + backward of the real kernels, for ncu
-        import kernels
+        import path_lib.kernels
         from benchmarks.bench_path import make as make_bench
         q, k, v, w, b, g = make_bench(32768 // args.T, args.T, 32, 64, torch.Generator(device="cuda").manual_seed(0))
         leaves = [x.detach().requires_grad_() for x in (q, k, v, w, b)]
-        kernels.path_attention(*leaves, check_values=False).sum().backward()
+        path_lib.kernels.path_attention(*leaves, check_values=False).sum().backward()
         torch.cuda.synchronize()
         return
     BT = 64

@@ -1,9 +1,9 @@
-"""Tuning run: time ``kernels.path_attention`` (bf16, B*T = 32768, H*D = 2048, PaTH without the gate) at
+"""Tuning run: time ``path_lib.kernels.path_attention`` (bf16, B*T = 32768, H*D = 2048, PaTH without the gate) at
 several segment lengths ``SB`` (blocks per segment) and per-kernel warp counts, forward and
 forward+backward, in one GPU call. ``SB`` moves work between the per-segment intra kernel (pairs inside
 a segment, sequential per segment) and the inter-segment kernels (plain attention against the keys
 moved to their segment's end, one ``D x D`` product per segment); the library's default is
-``kernels._path._segments``. Warp counts are set through ``PATH_KERNELS_WARPS``.
+``path_lib.kernels._path._segments``. Warp counts are set through ``PATH_KERNELS_WARPS``.
 
     PYTHONPATH=. python3 benchmarks/tune_segments.py --out benchmarks/results/tune_segments.json
 """
@@ -17,9 +17,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import kernels  # noqa: E402
+import path_lib.kernels  # noqa: E402
 from benchmarks.bench_path import bench_one, make  # noqa: E402
-from kernels._path import _segments  # noqa: E402
+from path_lib.kernels._path import _segments  # noqa: E402
 from path_lib.experiments.provenance import write_result  # noqa: E402
 
 
@@ -59,7 +59,7 @@ def main():
             for sb in sorted({int(x) or default for x in sbs.split(",")} | {default}):
                 if warps and sb != default:
                     continue  # warp variants at the default segment length only
-                fn = lambda q, k, v, w, b, g, sb=sb: kernels.path_attention(q, k, v, w, b, None, check_values=False,  # noqa: E731
+                fn = lambda q, k, v, w, b, g, sb=sb: path_lib.kernels.path_attention(q, k, v, w, b, None, check_values=False,  # noqa: E731
                                                                           seg_blocks=sb)
                 measure(fn, dict(D=D, T=T, SB=sb, default_SB=default, warps=warps or "default"))
         os.environ.pop("PATH_KERNELS_WARPS", None)
@@ -69,7 +69,7 @@ def main():
                 name, _, value = item.partition("=")
                 olds[name] = os.environ.get(name)
                 os.environ[name] = value
-            measure(lambda q, k, v, w, b, g: kernels.path_attention(q, k, v, w, b, None, check_values=False),
+            measure(lambda q, k, v, w, b, g: path_lib.kernels.path_attention(q, k, v, w, b, None, check_values=False),
                     dict(D=D, T=T, SB=default, env=setting))
             for name, old in olds.items():
                 if old is None:

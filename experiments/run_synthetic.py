@@ -20,7 +20,7 @@ processes keep it busy), within one wall-clock budget:
 
 Every training run fits its warm-up + cosine schedule into its time budget (``path_lib.experiments.train.train``
 measures the step time and cuts the number of steps; ``steps_done`` is recorded). PaTH uses the
-Triton kernels when ``kernels.is_available()`` and they match the reference on a quick check,
+Triton kernels when ``path_lib.kernels.is_available()`` and they match the reference on a quick check,
 otherwise path_lib's blockwise PyTorch mirror.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def pick_path_backend(device: str, head_dims=(32, 64, 128)) -> str:
 def _kernel_ok(D: int) -> bool:
     try:
         import torch
-        import kernels  # noqa: F401
+        import path_lib.kernels as kernels
         if not (callable(getattr(kernels, "is_available", None)) and kernels.is_available()):
             return False
         from path_lib.reference.attention import path_attention

@@ -1,6 +1,6 @@
 """Triton kernels for PaTH attention (forward and backward), with a clean PyTorch interface.
 
-    from kernels import path_attention, transform_keys_to_end, is_available
+    from path_lib.kernels import path_attention, transform_keys_to_end, is_available
 
 * ``path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None) -> o``: q ``[B, T, Hq, D]``
   (float16 / bfloat16 / float32, D in {32, 64, 128}); k, v, w ``[B, T, Hk, D]`` (w float32); beta

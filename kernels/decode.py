@@ -1,6 +1,6 @@
 """A Triton decoding path for PaTH attention: one query per step against a cache of transformed keys.
 
-    from kernels.decode import TritonPaTHCache
+    from path_lib.kernels.decode import TritonPaTHCache
     cache = TritonPaTHCache.from_prefix(keys_end, v, g, n_q_heads=Hq)    # after a parallel prefill
     o_t = cache.step(q_t, k_t, v_t, w_t, beta_t, g_t)                     # [B, Hq, Dv], q_t's dtype
 
@@ -316,7 +316,7 @@ class TritonPaTHCache:
         if value_dtype not in _INPUT_DTYPES:
             raise TypeError(f"value_dtype must be float16, bfloat16 or float32, got {value_dtype}")
         if config is not None and not isinstance(config, DecodeConfig):
-            raise TypeError(f"config must be a kernels.decode.DecodeConfig, got {type(config).__name__}")
+            raise TypeError(f"config must be a path_lib.kernels.decode.DecodeConfig, got {type(config).__name__}")
         self.config = DEFAULT_CONFIG if config is None else config
         device = torch.device(device)
         if device.type == "cuda" and device.index is None:
@@ -394,7 +394,7 @@ class TritonPaTHCache:
     def from_prefix(cls, keys_end: torch.Tensor, v: torch.Tensor, g: Optional[torch.Tensor] = None, *,
                     n_q_heads: int, valid: Optional[torch.Tensor] = None, **kwargs) -> "TritonPaTHCache":
         """A cache holding a prefilled prompt: ``keys_end [B, T, Hk, D]`` (keys moved to the prompt's end,
-        e.g. by ``kernels.transform_keys_to_end``), ``v [B, T, Hk, Dv]``, log gates ``g [B, T, Hq]`` or
+        e.g. by ``path_lib.kernels.transform_keys_to_end``), ``v [B, T, Hk, Dv]``, log gates ``g [B, T, Hq]`` or
         None, ``valid [B, T]`` bool or None (False: padding, never attended to). ``kwargs`` as for the
         constructor (``value_dtype`` defaults to v's dtype)."""
         check_tensor(keys_end, "keys_end", ndim=4, finite=False)

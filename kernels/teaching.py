@@ -1,6 +1,6 @@
 """A minimal Triton forward kernel for PaTH attention, written to be read (chapter 7 of the book).
 
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     o = teaching_path_attention(q, k, v, w, beta)          # q, k, v, w [B, T, H, D], beta [B, T, H]
 
 It is the blockwise algorithm of chapter 6 with nothing added: no segments, no gate, no grouped-query
@@ -16,7 +16,7 @@ heads, no backward. Two phases:
    float32 when loaded and every accumulator is float32.
 
 Forward only: calling it on inputs that require a gradient (with grad mode on) raises a
-``ValueError``; use ``kernels.path_attention`` for training. Runs on a CUDA GPU, or on the CPU under
+``ValueError``; use ``path_lib.kernels.path_attention`` for training. Runs on a CUDA GPU, or on the CPU under
 ``TRITON_INTERPRET=1`` (set before triton is first imported) in float32.
 """
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _validate(q, k, v, w, beta, scale, block_size):
     B, T, Hq, Hk, D = check_qkv(q, k, v)
     if Hq != Hk:
         raise ValueError(f"the teaching kernel needs as many q heads as k heads, got {Hq} and {Hk} "
-                         "(kernels.path_attention supports grouped-query heads)")
+                         "(path_lib.kernels.path_attention supports grouped-query heads)")
     if tuple(v.shape) != tuple(q.shape):
         raise ValueError(f"v must have shape {tuple(q.shape)} like q (Dv == D), got {tuple(v.shape)}")
     if T < 1:
@@ -158,7 +158,7 @@ def _validate(q, k, v, w, beta, scale, block_size):
     if torch.is_grad_enabled() and needs_grad:
         raise ValueError(f"{', '.join(needs_grad)} require(s) grad, but teaching_path_attention is forward "
                          "only (it has no backward): call it under torch.no_grad(), or use "
-                         "kernels.path_attention, which has one")
+                         "path_lib.kernels.path_attention, which has one")
     if q.device.type == "cuda":
         return B, T, Hq, D, scale
     if q.device.type == "cpu" and _interpret():

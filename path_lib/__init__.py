@@ -21,17 +21,45 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
     book -> experiments -> nn -> decoding, distributed, kernels -> reference / blockwise -> validation
     (theory imports nothing of path_lib; reference.attention hands impl="blockwise" to blockwise.mirror)
 
+The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
+``kernels/`` folder (the design keeps the three kinds of code apart in the tree); a wheel installs that
+folder as ``path_lib/kernels`` (``pyproject.toml``'s ``package-dir``), so no top-level module named
+``kernels`` is installed to collide with another distribution's (Hugging Face's ``kernels``). In a
+checkout, the finder below resolves ``path_lib.kernels`` to the ``kernels/`` folder.
+
 Nothing outside ``path_lib/book`` imports ``path_lib.book`` (its IPython / yaml / matplotlib needs are the
 ``book`` extra); tests/test_layout.py checks the rules.
 """
-from .nn import rotations  # noqa: F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
-from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,
-                        SBAAttention, make_attention)
-from .nn.model import TinyLM
-from .reference.attention import path_attention
-from .reference.householder import householder, householder_product, ut_transform
+import importlib.abc as _abc
+import importlib.util as _util
+import sys as _sys
+from pathlib import Path as _Path
 
-__version__ = "0.2.0"
+_CHECKOUT_KERNELS = _Path(__file__).resolve().parent.parent / "kernels"
+
+
+class _CheckoutKernelsFinder(_abc.MetaPathFinder):
+    """``path_lib.kernels`` -> the checkout's ``kernels/`` folder (installed wheels have the real subpackage)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "path_lib.kernels":
+            return None
+        return _util.spec_from_file_location(name, _CHECKOUT_KERNELS / "__init__.py",
+                                             submodule_search_locations=[str(_CHECKOUT_KERNELS)])
+
+
+if (not (_Path(__file__).resolve().parent / "kernels").is_dir() and (_CHECKOUT_KERNELS / "__init__.py").is_file()
+        and not any(isinstance(f, _CheckoutKernelsFinder) for f in _sys.meta_path)):
+    _sys.meta_path.insert(0, _CheckoutKernelsFinder())
+
+from .nn import rotations  # noqa: E402,F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
+from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,  # noqa: E402
+                        SBAAttention, make_attention)
+from .nn.model import TinyLM  # noqa: E402
+from .reference.attention import path_attention  # noqa: E402
+from .reference.householder import householder, householder_product, ut_transform  # noqa: E402
+
+__version__ = "0.3.0"
 __all__ = [
     "path_attention", "householder", "householder_product", "ut_transform",
     "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention", "FoXAttention", "SBAAttention",

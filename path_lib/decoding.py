@@ -34,10 +34,10 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 def is_cache(obj) -> bool:
     """Whether ``obj`` is a PaTH decoding cache: a :class:`PaTHCache` or the GPU's
-    ``kernels.decode.TritonPaTHCache`` (recognised by name, so that this never imports triton). Both
+    ``path_lib.kernels.decode.TritonPaTHCache`` (recognised by name, so that this never imports triton). Both
     have ``len``, ``batch_size``, ``keys`` (moved to the current position), ``select`` and ``step``."""
     return isinstance(obj, PaTHCache) or (type(obj).__name__ == "TritonPaTHCache"
-                                          and type(obj).__module__.endswith("kernels.decode"))
+                                          and type(obj).__module__.endswith("path_lib.kernels.decode"))
 
 
 class PaTHCache:

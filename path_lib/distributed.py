@@ -34,7 +34,7 @@ The gradients of the summaries flow back to the ranks that produced them through
 backward (every rank's output is tied to the gathered buffer, so every rank runs that backward
 collective, rank 0 included); everything else is local autograd. The local work is the PyTorch
 blockwise scan on every device, CUDA included: combining a chunk with the earlier ones needs each
-query's log-sum-exp, and ``kernels.path_attention`` returns only the normalised output (the
+query's log-sum-exp, and ``path_lib.kernels.path_attention`` returns only the normalised output (the
 log-sum-exp it keeps internally is base 2 and offset by a gate reference, and its backward takes no
 log-sum-exp gradient), so using the kernels here needs a kernel interface change and a new GPU sweep.
 

@@ -10,7 +10,7 @@ error). Optionally the tensor arguments must be contiguous (the kernels index th
 
     from tests.kernel_bounds import bounds_checking, BoundsError
     with bounds_checking():
-        o = kernels.path_attention(...); o.backward(do)
+        o = path_lib.kernels.path_attention(...); o.backward(do)
 
 A violation raises ``BoundsError`` (the interpreter wraps it in its ``InterpreterError``; the message
 names the kernel, program id, operation, tensor argument, and the first offending element offsets).

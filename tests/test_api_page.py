@@ -1,4 +1,4 @@
-"""The API reference page (path_lib.book.api, book/api.ipynb): every public module of path_lib and kernels
+"""The API reference page (path_lib.book.api, book/api.ipynb): every public module of path_lib and path_lib.kernels
 is on it, every name of every module's ``__all__`` with its signature, and no public name lacks a docstring."""
 import importlib
 import pkgutil
@@ -10,12 +10,12 @@ from path_lib.book import api
 
 def test_public_modules_are_every_non_private_module():
     found = api.public_modules()
-    for pkg_name in ("path_lib", "kernels"):
+    for pkg_name in ("path_lib", "path_lib.kernels"):
         pkg = importlib.import_module(pkg_name)
         for info in pkgutil.walk_packages(pkg.__path__, prefix=pkg_name + "."):
             private = any(p.startswith("_") for p in info.name.split("."))
             assert (info.name in found) == (not private and not info.name.startswith("path_lib.book")), info.name
-    assert "path_lib.reference.attention" in found and "kernels" in found
+    assert "path_lib.reference.attention" in found and "path_lib.kernels" in found
 
 
 @pytest.mark.parametrize("name", [m for m in api.public_modules() if m != "path_lib.nn.hf"])

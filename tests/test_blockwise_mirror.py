@@ -6,7 +6,7 @@
   the gate on and off, grouped-query heads, ``Dv != D`` and ``cu_seqlens``;
 * the intermediates (keys at segment ends, pair products, segment-start queries, log-sum-exp) against
   explicit Householder products;
-* under ``TRITON_INTERPRET=1`` (a subprocess, float32, tiny shapes): ``kernels.path_attention`` against
+* under ``TRITON_INTERPRET=1`` (a subprocess, float32, tiny shapes): ``path_lib.kernels.path_attention`` against
   the mirror at the same block and segment lengths, outputs and gradients;
 * bad input: a named ``TypeError`` / ``ValueError``.
 """
@@ -218,13 +218,13 @@ def _inputs32(B, T, Hq, Hk, D, gate, seed):
     (30, 1, 1, 8, None, True, None),     # one segment
 ])
 def test_interpreted_case_kernels_match_mirror(T, Hq, Hk, seg, rows, gate, cu, monkeypatch):
-    import kernels
+    import path_lib.kernels
     if rows is not None:
         monkeypatch.setenv("PATH_KERNELS_SPLIT", f"fwd_rows={rows}")
     seed = _fresh_seed()
     ins = _inputs32(1, T, Hq, Hk, 32, gate, seed)
     cs = None if cu is None else torch.tensor(cu, dtype=torch.int32)
-    o = kernels.path_attention(*ins, block_size=16, seg_blocks=seg, cu_seqlens=cs)
+    o = path_lib.kernels.path_attention(*ins, block_size=16, seg_blocks=seg, cu_seqlens=cs)
     om = blockwise_path_attention(*ins, block_size=16, seg_blocks=seg, cu_seqlens=cs, fwd_rows=rows)
     _close32(o, om, f"seed {seed}: o")
     do = torch.randn_like(o)

@@ -28,7 +28,7 @@ def no_overrides(monkeypatch):
 ])
 def test_configs_follow_the_launcher(arch, dtype, D, kernel, warps, no_overrides):
     from benchmarks.compile_check import configs, device_for
-    from kernels import _path
+    from path_lib.kernels import _path
     BT, jobs = configs(arch, dtype, D)
     found = {fn.fn.__name__: (ce, w, st) for fn, _, ce, w, st in jobs}
     assert found[kernel][1] == warps
@@ -59,7 +59,7 @@ def test_row_tables_apply_at_the_measured_block_length_only(no_overrides):
     """128-row programs (key side, query side, forward's earlier segments) were measured at BT = 64 on an
     H200; smaller blocks (GPUs with less shared memory, e.g. a T4) and float32 keep one block per program,
     and so does a segment length that the rows do not tile."""
-    from kernels import _path
+    from path_lib.kernels import _path
 
     def rows(D, BT, SB, NB, dtype=torch.bfloat16):
         cfg = _path.kernel_config(_path.H200, dtype, D, NB * BT, block_size=BT, seg_blocks=SB)
@@ -77,7 +77,7 @@ def test_aot_compiles_carry_the_jit_divisibility_hints():
     compiler cannot software-pipeline the attention loops, and the report would under-state their shared
     memory (v9: `_fwd_kernel` at D = 128 reported 98560 bytes, 221440 with the hints under triton 3.6)."""
     from benchmarks.compile_check import _attrs, _signature
-    import kernels._triton_kernels as K
+    import path_lib.kernels._triton_kernels as K
     sig = _signature(K._fwd_inter_kernel, {"Q_SEG_START": "*bf16"},
                      dict(HQ=4, HK=2, D=64, BT=64, HAS_G=True, CDT=None, PREC="tf32", QR=128))
     marked = {list(sig)[i] for (i,) in _attrs(sig)}

@@ -285,17 +285,17 @@ def test_kernel_backward_memory_is_linear_and_below_checkpointing():
 @pytest.mark.parametrize("BT", [16, 32, 64])
 def test_default_seg_blocks_matches_the_kernels_choice(T, D, BT):
     """The cost model's segment length must be the kernel's (kernels/_path.py:_segments)."""
-    _path = pytest.importorskip("kernels._path")
+    _path = pytest.importorskip("path_lib.kernels._path")
     segments = getattr(_path, "_segments", None)
     if segments is None:
-        pytest.skip("kernels._path._segments is not there")
+        pytest.skip("path_lib.kernels._path._segments is not there")
     assert segments(max(1, -(-T // BT)), BT, D) == costs.default_seg_blocks(T, D, BT)
 
 
 def test_kernel_blocking_is_what_the_cost_model_counts():
-    """``kernels.blocking`` reports the launcher's block and segment lengths (CPU only: no kernel runs);
+    """``path_lib.kernels.blocking`` reports the launcher's block and segment lengths (CPU only: no kernel runs);
     with gradients they are the cost model's default, without gradients longer at D = 128 (v11)."""
-    kernels = pytest.importorskip("kernels")
+    kernels = pytest.importorskip("path_lib.kernels")
     for D in (64, 128):
         for T in (1024, 4096, 16384):
             BT, SB = kernels.blocking(T, D)

@@ -54,7 +54,7 @@ def _d(x):
 @pytest.mark.parametrize("Hq,Hk,gate,flush,splits", [(2, 2, False, 1, 1), (4, 2, True, 3, 2), (4, 1, True, 64, 3),
                                                       (2, 2, True, 5, None)])
 def test_steps_match_the_pytorch_cache(Hq, Hk, gate, flush, splits):
-    from kernels.decode import TritonPaTHCache
+    from path_lib.kernels.decode import TritonPaTHCache
     from path_lib.decoding import PaTHCache
     gen = torch.Generator().manual_seed(Hq * 100 + flush)
     B, D = 2, 16
@@ -74,7 +74,7 @@ def test_steps_match_the_pytorch_cache(Hq, Hk, gate, flush, splits):
 @needs_interpreter
 @pytest.mark.parametrize("Hq,Hk", [(4, 2), (2, 2)])
 def test_prefilled_prompt_with_padding_then_padded_steps_and_beams(Hq, Hk):
-    from kernels.decode import TritonPaTHCache
+    from path_lib.kernels.decode import TritonPaTHCache
     from path_lib.decoding import PaTHCache, keys_to_end
     gen = torch.Generator().manual_seed(7)
     B, T, D = 3, 6, 16
@@ -105,11 +105,11 @@ def test_prefilled_prompt_with_padding_then_padded_steps_and_beams(Hq, Hk):
 
 def test_bad_input_gets_named_errors():
     if not INTERPRETED and not torch.cuda.is_available():
-        from kernels.decode import TritonPaTHCache
+        from path_lib.kernels.decode import TritonPaTHCache
         with pytest.raises(ValueError, match="device must be a CUDA device"):
             TritonPaTHCache(1, 2, 2, 16, device="cpu")
         return
-    from kernels.decode import TritonPaTHCache
+    from path_lib.kernels.decode import TritonPaTHCache
     dev = "cpu" if INTERPRETED else "cuda"
     dt = torch.float32 if INTERPRETED else torch.bfloat16
     with pytest.raises(ValueError, match="head_dim must be a power of two"):
@@ -133,8 +133,8 @@ def test_bad_input_gets_named_errors():
 
 @pytest.mark.skipif(INTERPRETED or not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_bf16_on_gpu():
-    from kernels import transform_keys_to_end
-    from kernels.decode import TritonPaTHCache
+    from path_lib.kernels import transform_keys_to_end
+    from path_lib.kernels.decode import TritonPaTHCache
     from path_lib.decoding import PaTHCache
     gen = torch.Generator().manual_seed(3)
     B, T, Hq, Hk, D = 2, 300, 8, 2, 64
@@ -155,7 +155,7 @@ def test_bf16_on_gpu():
 @pytest.mark.skipif(INTERPRETED or not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("attention", ["path", "path_fox"])
 def test_tinylm_decoding_on_gpu_uses_the_triton_cache_and_matches_the_forward(attention):
-    from kernels.decode import TritonPaTHCache
+    from path_lib.kernels.decode import TritonPaTHCache
     from path_lib.nn.model import TinyLM
     torch.manual_seed(0)
     lm = TinyLM(64, d_model=128, n_layers=2, n_heads=2, attention=attention, backend="triton").cuda().eval()
@@ -175,7 +175,7 @@ def test_tinylm_decoding_on_gpu_uses_the_triton_cache_and_matches_the_forward(at
 def test_default_config_is_the_recorded_choice():
     import dataclasses
     import json
-    from kernels.decode import DEFAULT_CONFIG
+    from path_lib.kernels.decode import DEFAULT_CONFIG
     from path_lib.book.notebook import RECORDS
     rec = json.loads((ROOT / RECORDS["decode"]).read_text())
     assert rec["complete"] and rec["tuned"]

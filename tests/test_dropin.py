@@ -412,7 +412,7 @@ def test_packed_sequences_reach_the_kernels_packed(monkeypatch, fox):
     """With the Triton backend the packed layout goes to the kernels as it is (no padding); here a
     per-sequence float64 reference stands in for the kernel, so the test checks the layer's side: w's
     convolution stops at each boundary, and the kernel gets cu_seqlens and no value checks."""
-    kernels = pytest.importorskip("kernels")
+    kernels = pytest.importorskip("path_lib.kernels")
     seen = []
 
     def kernel(q, k, v, w, beta, g=None, *, cu_seqlens=None, check_values=True):

@@ -1,4 +1,4 @@
-"""The launch configuration (``kernels.kernel_config`` -> ``kernels.KernelConfig``) chooses exactly what
+"""The launch configuration (``path_lib.kernels.kernel_config`` -> ``path_lib.kernels.KernelConfig``) chooses exactly what
 the launcher chose before it was one object: the functions of ``kernels/_path.py`` as of the v16 sweep
 (commit 967fe53: ``_config``, ``_aux_warps``, ``_stages``, ``_rows`` and the split functions,
 ``_dtypes``, ``_block_prec``, ``_fp32_prec``, with their tables) are copied below as the oracle, and the
@@ -8,7 +8,7 @@ sequence lengths, forward-only calls, explicit block lengths and segments, ``PAT
 and out-of-resources fallback states. No kernel runs (no GPU, no interpreter needed).
 
 Also: the one parser of the ``PATH_KERNELS_*`` variables, printing and storing a configuration, and
-``kernels.blocking``.
+``path_lib.kernels.blocking``.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import types
 import pytest
 import torch
 
-import kernels
-from kernels import _path as kp
+import path_lib.kernels
+from path_lib.kernels import _path as kp
 
 
 # ------------------------------------------------------------------------------------------------
@@ -367,14 +367,14 @@ def dataclass_values(obj):
 # ------------------------------------------------------------------------------------------------
 
 def test_blocking_is_the_h200_configuration(clean):
-    """``kernels.blocking`` (the benchmark's and the chapters' block and segment lengths) is the H200's
+    """``path_lib.kernels.blocking`` (the benchmark's and the chapters' block and segment lengths) is the H200's
     configuration; it was the CPU's before, which gives the same block lengths and segments."""
     for dtype, D, T, fo in itertools.product(DTYPES, kp.HEAD_DIMS, TS, (False, True)):
         old = Old._config(D, T, dtype, torch.device("cpu"), None, None, fo)[:2]
-        assert kernels.blocking(T, D, dtype, forward_only=fo) == old
-        cfg = kernels.kernel_config(kernels.H200, dtype, D, T, fo)
+        assert path_lib.kernels.blocking(T, D, dtype, forward_only=fo) == old
+        cfg = path_lib.kernels.kernel_config(path_lib.kernels.H200, dtype, D, T, fo)
         assert (cfg.block, cfg.seg_blocks) == old
-    assert kernels.blocking(4096, 128) == (64, 8) and kernels.blocking(4096, 128, forward_only=True) == (64, 16)
+    assert path_lib.kernels.blocking(4096, 128) == (64, 8) and path_lib.kernels.blocking(4096, 128, forward_only=True) == (64, 16)
 
 
 def test_described_devices_match_faked_ones(clean):

@@ -122,7 +122,7 @@ def test_kernel_docstrings_recognise_kernels_by_fn():
 
 def test_kernel_docstrings_of_the_real_kernels():
     pytest.importorskip("triton")
-    from kernels import _triton_kernels
+    from path_lib.kernels import _triton_kernels
     docs = kernel_docstrings(_triton_kernels, "bwd")
     assert {"_bwd_inter_q_kernel", "_bwd_inter_kv_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel",
             "_bwd_block_kernel"} <= set(docs)

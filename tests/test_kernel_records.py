@@ -1,4 +1,4 @@
-"""The recorded GPU runs behind the kernels' status: the sweep that sets ``kernels.GPU_VERIFIED`` and
+"""The recorded GPU runs behind the kernels' status: the sweep that sets ``path_lib.kernels.GPU_VERIFIED`` and
 the benchmark the speed chapter renders (CPU only: reads JSON, runs no kernel)."""
 import json
 import re
@@ -11,8 +11,8 @@ LATEST_BENCH = "bench_path.json"      # the current record (path_lib.book.notebo
 
 
 def test_verified_flag_names_a_complete_passing_sweep():
-    import kernels
-    rec = json.loads((ROOT / kernels.VERIFIED_BY).read_text())
+    import path_lib.kernels
+    rec = json.loads((ROOT / path_lib.kernels.VERIFIED_BY).read_text())
     assert rec["passed"] == rec["total"] == len(rec["cases"]) >= 24
     names = {c["name"] for c in rec["cases"]}
     for dt in ("bfloat16", "float16", "float32"):
@@ -23,46 +23,46 @@ def test_verified_flag_names_a_complete_passing_sweep():
     # the record is of this kernel code: its code hash, or (records made before the code hash was stored)
     # the code at its commit
     recorded = rec.get("kernel_code_sha256") or _code_sha256_at(rec["provenance"]["commit"])
-    assert recorded == kernels._VERIFIED_CODE_SHA256
+    assert recorded == path_lib.kernels._VERIFIED_CODE_SHA256
     assert all(c["ok"] for c in rec["cases"])
     # the commit as passed to the device run (PATH_BOOK_COMMIT): full or abbreviated (v6: 7 digits)
     assert "H200" in rec["provenance"]["device"] and re.fullmatch(r"[0-9a-f]{7,40}", rec["provenance"]["commit"])
     # the flag is True exactly when the code is the verified code (a code edit turns it off)
-    assert kernels.GPU_VERIFIED == (kernels.code_sha256() == kernels._VERIFIED_CODE_SHA256)
-    assert isinstance(kernels.GPU_VERIFIED, bool)
+    assert path_lib.kernels.GPU_VERIFIED == (path_lib.kernels.code_sha256() == path_lib.kernels._VERIFIED_CODE_SHA256)
+    assert isinstance(path_lib.kernels.GPU_VERIFIED, bool)
 
 
 def test_the_kernels_on_main_are_the_verified_ones():
     """Fails whenever the kernels' code differs from the code the last GPU sweep passed, so that an
     unswept kernel change cannot land unnoticed (comments and docstrings may change freely)."""
-    import kernels
-    assert kernels.GPU_VERIFIED, (
-        "kernels.GPU_VERIFIED is False: the kernel code changed since the sweep in kernels.VERIFIED_BY. "
+    import path_lib.kernels
+    assert path_lib.kernels.GPU_VERIFIED, (
+        "path_lib.kernels.GPU_VERIFIED is False: the kernel code changed since the sweep in path_lib.kernels.VERIFIED_BY. "
         "Run the GPU sweep (PATH_BOOK_COMMIT=<commit> bash benchmarks/run_device.sh sweep) and update "
         "_VERIFIED_CODE_SHA256 (benchmarks/DESIGN.md, How to change a kernel).")
 
 
 def test_the_gate_ignores_comments_and_docstrings_but_not_code():
-    import kernels
+    import path_lib.kernels
     src = 'def f(x):\n    """Doc."""\n    # a comment\n    return x + 1  # trailing\n'
-    assert kernels.code_text(src) == "def f(x):\n    return x + 1\n"
-    assert kernels.code_text(src.replace("Doc.", "Fixed typo.").replace("a comment", "")) == kernels.code_text(src)
-    assert kernels.code_text(src.replace("x + 1", "x + 2")) != kernels.code_text(src)
-    assert kernels.code_text('s = "# not a comment"\n') == 's = "# not a comment"\n'
+    assert path_lib.kernels.code_text(src) == "def f(x):\n    return x + 1\n"
+    assert path_lib.kernels.code_text(src.replace("Doc.", "Fixed typo.").replace("a comment", "")) == path_lib.kernels.code_text(src)
+    assert path_lib.kernels.code_text(src.replace("x + 1", "x + 2")) != path_lib.kernels.code_text(src)
+    assert path_lib.kernels.code_text('s = "# not a comment"\n') == 's = "# not a comment"\n'
 
 
 def test_the_gate_maps_only_the_renamed_modules_import_lines():
     """A module renamed since the sweep (path_lib._checks -> path_lib.validation) keeps the hash; the
     imported names, any other use of the name, and every other line still count."""
-    import kernels
+    import path_lib.kernels
     src = "from path_lib.validation import check_qkv, check_tensor\nx = 1\n"
-    assert kernels._sweep_spelling(src) == "from path_lib._checks import check_qkv, check_tensor\nx = 1\n"
-    assert kernels._sweep_spelling(src.replace("check_tensor", "check_int")) != kernels._sweep_spelling(src)
+    assert path_lib.kernels._sweep_spelling(src) == "from path_lib._checks import check_qkv, check_tensor\nx = 1\n"
+    assert path_lib.kernels._sweep_spelling(src.replace("check_tensor", "check_int")) != path_lib.kernels._sweep_spelling(src)
     for other in ("import path_lib.validation as v\n", 'name = "from path_lib.validation import x"\n',
                   "from path_lib.validation_extra import x\n"):
-        assert kernels._sweep_spelling(other) == other
+        assert path_lib.kernels._sweep_spelling(other) == other
     # the mapping is in use: the kernels import the checks under their new name, never the old one
-    code = kernels.code_text((ROOT / "kernels" / "_path.py").read_text())
+    code = path_lib.kernels.code_text((ROOT / "kernels" / "_path.py").read_text())
     assert "from path_lib.validation import" in code and "path_lib._checks" not in code
 
 
@@ -85,27 +85,27 @@ def test_speed_records_have_provenance_and_numbers(name):
 
 
 def _code_sha256_at(commit):
-    """The kernels' code hash (kernels.code_sha256) at ``commit``, from git."""
+    """The kernels' code hash (path_lib.kernels.code_sha256) at ``commit``, from git."""
     import hashlib
     import subprocess
-    import kernels
+    import path_lib.kernels
     h = hashlib.sha256()
     for name in ("_path.py", "_triton_kernels.py"):
         out = subprocess.run(["git", "show", f"{commit}:kernels/{name}"], cwd=ROOT, capture_output=True, text=True)
         if out.returncode:
             pytest.skip(f"git cannot show {commit}:kernels/{name} (no history in this checkout)")
-        h.update(f"{name}\n".encode() + kernels._sweep_spelling(kernels.code_text(out.stdout)).encode())
+        h.update(f"{name}\n".encode() + path_lib.kernels._sweep_spelling(path_lib.kernels.code_text(out.stdout)).encode())
     return h.hexdigest()
 
 
 def test_the_recorded_benchmark_is_of_the_verified_kernels():
     """The current speed record (bench_path.json) timed the kernel sources that the sweep verified, or
-    code declared timing-equivalent to them (kernels.TIMING_EQUIVALENT, which the speed chapter prints):
+    code declared timing-equivalent to them (path_lib.kernels.TIMING_EQUIVALENT, which the speed chapter prints):
     it records their code hash, or (records before that hash was stored) its commit has that code."""
-    import kernels
+    import path_lib.kernels
     bench = json.loads((ROOT / "benchmarks" / "results" / LATEST_BENCH).read_text())
     recorded = bench.get("kernel_code_sha256") or _code_sha256_at(bench["provenance"]["commit"])
-    assert recorded == kernels._VERIFIED_CODE_SHA256 or recorded in kernels.TIMING_EQUIVALENT
+    assert recorded == path_lib.kernels._VERIFIED_CODE_SHA256 or recorded in path_lib.kernels.TIMING_EQUIVALENT
     methods = {r["method"] for r in bench["rows"]}
     assert {"sdpa", "sdpa_flash", "ours_path", "ours_pathfox", "fla_path", "fla_pathfox"} <= methods
     assert {r["D"] for r in bench["rows"]} == {64, 128}

@@ -45,11 +45,11 @@ def test_segments_and_varlen(gate):
 def test_bf16_rejected_before_sm80():
     if BF16:
         pytest.skip("this GPU supports bfloat16")
-    import kernels
+    import path_lib.kernels
     q = torch.randn(1, 8, 1, 32, device="cuda", dtype=torch.bfloat16)
     w = torch.nn.functional.normalize(torch.randn(1, 8, 1, 32, device="cuda"), dim=-1)
     with pytest.raises(TypeError, match="bfloat16"):
-        kernels.path_attention(q, q, q, w, torch.ones(1, 8, 1, device="cuda"))
+        path_lib.kernels.path_attention(q, q, q, w, torch.ones(1, 8, 1, device="cuda"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -58,7 +58,7 @@ def test_teaching_kernel(dtype):
     at a ragged length (1000 tokens: the last 16-token block has 8)."""
     if dtype == torch.bfloat16 and not BF16:
         pytest.skip("bfloat16 needs compute capability >= 8.0")
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     from path_lib.reference.attention import path_attention
     gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
     B, T, H, D = 2, 1000, 4, 64

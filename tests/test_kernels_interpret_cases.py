@@ -58,9 +58,9 @@ def _close(a, b, rtol=2e-5, atol=1e-6, name=""):
 
 
 def _check_against_reference(B, T, Hq, Hk, D, gate, block, seg, seed, beta_mode="uniform", cu=None):
-    import kernels
+    import path_lib.kernels
     ins = [x.requires_grad_() if x is not None else None for x in _inputs(B, T, Hq, Hk, D, gate, seed, beta_mode)]
-    o = kernels.path_attention(*ins, cu_seqlens=cu, block_size=block, seg_blocks=seg)
+    o = path_lib.kernels.path_attention(*ins, cu_seqlens=cu, block_size=block, seg_blocks=seg)
     assert o.shape == (B, T, Hq, D) and o.dtype == torch.float32
     do = torch.randn_like(o)
     used = [x for x in ins if x is not None]
@@ -96,7 +96,7 @@ def test_gradients_with_row_and_column_splits(split, monkeypatch):
     """The backward's segment kernel on row blocks of its D x D state, and the block kernel and the
     diagonal-block kernel on column chunks of the head dim (what D = 128 uses on a GPU), here at D = 32
     split in halves."""
-    from kernels import _path as kp
+    from path_lib.kernels import _path as kp
     if split in ("seg_split", "all"):
         monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
     if split in ("block_cols", "all"):
@@ -116,7 +116,7 @@ def test_gradients_with_two_blocks_of_keys_per_program(T, seg, monkeypatch):
     accumulated in column chunks: here BT = 16, 32 rows, 10 blocks in segments of 4 (pairs tile the
     segments, partial last segment); with segments of 3 a pair would straddle two segments, so the
     launcher falls back to one block."""
-    from kernels import _path as kp
+    from path_lib.kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "key_rows=32")
     monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
     assert kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg).key_rows == (
@@ -128,10 +128,10 @@ def test_strong_gates_forward_and_gradients():
     """Forget gates of about -2.6 per token (G down to about -400 over the sequence): the kernels take the
     query's gate out of their loops (v9: logits S sl2 - (G_k - r) log2 e with one reference r per
     program, the row term in the log-sum-exp), which must not lose accuracy when G is large."""
-    import kernels
+    import path_lib.kernels
     q, k, v, w, beta, g = _inputs(1, 150, 4, 2, 32, True, seed=131)
     ins = [x.requires_grad_() for x in (q, k, v, w, beta, g - 2.5)]
-    o = kernels.path_attention(*ins, block_size=16, seg_blocks=4)
+    o = path_lib.kernels.path_attention(*ins, block_size=16, seg_blocks=4)
     do = torch.randn_like(o)
     grads = torch.autograd.grad(o, ins, do)
     ins64 = [x.detach().double().requires_grad_() for x in ins]
@@ -147,7 +147,7 @@ def test_forward_with_earlier_segments_in_a_second_kernel(T, seg, gate, monkeypa
     """The forward split in two (what half-precision D = 128 uses on a GPU): _fwd_kernel for the
     diagonal block and own segment, _fwd_inter_kernel for the earlier segments on 2 BT query rows per
     program, from the partial results. BT = 16, 32 rows; segments of 3 fall back to the one kernel."""
-    from kernels import _path as kp
+    from path_lib.kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "fwd_rows=32")
     cfg = kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg)
     assert cfg.fwd_rows == (32 if seg % 2 == 0 else 16) and cfg.fwd_split == (seg % 2 == 0)
@@ -164,7 +164,7 @@ def test_gradients_with_two_blocks_of_queries_per_program(T, seg, monkeypatch):
     """The query side on 2 BT query rows per program (what half-precision D = 128 uses on a GPU), its
     dSeg in column chunks: BT = 16, 32 rows, 10 blocks in segments of 4; with segments of 3 the
     launcher falls back to one block."""
-    from kernels import _path as kp
+    from path_lib.kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "query_rows=32")
     monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
     assert kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg).query_rows == (
@@ -173,7 +173,7 @@ def test_gradients_with_two_blocks_of_queries_per_program(T, seg, monkeypatch):
 
 
 def test_split_override_is_parsed_and_checked(monkeypatch):
-    from kernels import _path as kp
+    from path_lib.kernels import _path as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64")
     cfg128 = kp.kernel_config("cpu", torch.float32, 128, 64)
     assert cfg128.seg_split == 16 and cfg128.block_cols == 64
@@ -190,7 +190,7 @@ def test_split_override_is_parsed_and_checked(monkeypatch):
 def test_single_segment_skips_the_segment_kernels(monkeypatch):
     """One segment (NS == 1): no segment products are computed (v6: this is what lets fp16 at D = 128
     run on a T4's shared memory), and the results still match the reference."""
-    from kernels import _path as kp
+    from path_lib.kernels import _path as kp
     launched = []
     real_run = kp._run
     monkeypatch.setattr(kp, "_run", lambda kern, *a, **kw: (launched.append(kern.fn.__name__),
@@ -206,19 +206,19 @@ def test_varlen_cu_seqlens():
 
 
 def test_default_config_and_availability():
-    import kernels
-    assert kernels.is_available()
+    import path_lib.kernels
+    assert path_lib.kernels.is_available()
     q, k, v, w, beta, g = _inputs(1, 24, 2, 2, 32, True, seed=3)
-    o = kernels.path_attention(q, k, v, w, beta, g)
+    o = path_lib.kernels.path_attention(q, k, v, w, beta, g)
     o64 = ref_attention(*[x.double() for x in (q, k, v, w, beta, g)], impl="parallel")
     _close(o, o64, name="o")
 
 
 def test_default_block_64_several_blocks():
     """The production block length (64) and the automatic segment choice, forward only."""
-    import kernels
+    import path_lib.kernels
     q, k, v, w, beta, g = _inputs(1, 150, 2, 1, 32, True, seed=4)
-    o = kernels.path_attention(q, k, v, w, beta, g)
+    o = path_lib.kernels.path_attention(q, k, v, w, beta, g)
     o64 = ref_attention(*[x.double() for x in (q, k, v, w, beta, g)], impl="parallel")
     _close(o, o64, name="o")
 
@@ -241,11 +241,11 @@ def test_transform_keys_to_end(T, cu):
     segments of 2, a partial last one), against a token-by-token float64 loop, and the same as the
     block-level torch path that CPUs without the interpreter (and devices where a kernel does not fit)
     take."""
-    import kernels
-    from kernels import _path as kp
+    import path_lib.kernels
+    from path_lib.kernels import _path as kp
     _, k, _, w, beta, _ = _inputs(1, T, 2, 2, 32, False, seed=11)
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
-    out = kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu_t)
+    out = path_lib.kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu_t)
     ref = _keys_to_end_reference(k, w, beta, cu if cu is not None else [0, T])
     _close(out, ref, name="keys")
     if cu is None:
@@ -273,7 +273,7 @@ def _bad(**over):
     (dict(v="v_dim"), ValueError, "v"),
 ])
 def test_bad_inputs(over, exc, match):
-    import kernels
+    import path_lib.kernels
     args = _bad()
     key, kind = next(iter(over.items()))
     x = args[key]
@@ -284,38 +284,38 @@ def test_bad_inputs(over, exc, match):
         "k_heads": lambda: torch.randn(1, 8, 3, 32), "v_dim": lambda: torch.randn(1, 8, 2, 64),
     }[kind]()
     with pytest.raises(exc, match=match):
-        kernels.path_attention(**args)
+        path_lib.kernels.path_attention(**args)
 
 
 def test_bad_head_dim_and_dtypes():
-    import kernels
+    import path_lib.kernels
     q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 48, True, seed=6)
     with pytest.raises(ValueError, match="head dim"):
-        kernels.path_attention(q, k, v, w, beta, g)
+        path_lib.kernels.path_attention(q, k, v, w, beta, g)
     q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=6)
     with pytest.raises(TypeError, match="float32"):  # the interpreter runs float32 only
-        kernels.path_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), w, beta, g)
+        path_lib.kernels.path_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), w, beta, g)
     with pytest.raises(TypeError, match="dtype"):
-        kernels.path_attention(q.half(), k, v, w, beta, g)
+        path_lib.kernels.path_attention(q.half(), k, v, w, beta, g)
 
 
 def test_bad_cu_seqlens():
-    import kernels
+    import path_lib.kernels
     q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=8)
     with pytest.raises(ValueError, match="end at T"):
-        kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=torch.tensor([0, 5], dtype=torch.int32))
+        path_lib.kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=torch.tensor([0, 5], dtype=torch.int32))
     with pytest.raises(TypeError, match="cu_seqlens"):
-        kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=torch.tensor([0.0, 8.0]))
+        path_lib.kernels.path_attention(q, k, v, w, beta, g, cu_seqlens=torch.tensor([0.0, 8.0]))
     q2, k2, v2, w2, beta2, g2 = _inputs(2, 8, 2, 2, 32, True, seed=8)
     with pytest.raises(ValueError, match="batch size must be 1"):
-        kernels.path_attention(q2, k2, v2, w2, beta2, g2, cu_seqlens=torch.tensor([0, 8], dtype=torch.int32))
+        path_lib.kernels.path_attention(q2, k2, v2, w2, beta2, g2, cu_seqlens=torch.tensor([0, 8], dtype=torch.int32))
 
 
 def test_out_of_shared_memory_falls_back_to_smaller_blocks(monkeypatch):
     """A kernel that does not fit the device's shared memory (OutOfResources at launch) makes the
     forward and the backward retry with half the block length (the backward recomputes the factors)."""
     import triton
-    import kernels._path as kp
+    import path_lib.kernels._path as kp
     real_fwd, real_bwd = kp._forward_impl, kp._backward_impl
     seen = []
 
@@ -345,7 +345,7 @@ def test_out_of_shared_memory_at_16_uses_one_segment(monkeypatch):
     """At the smallest block length the next fallback is the single-segment mode (no D x D segment
     products); when even that does not fit, a clear RuntimeError."""
     import triton
-    import kernels._path as kp
+    import path_lib.kernels._path as kp
     real_bwd = kp._backward_impl
     seen = []
 
@@ -374,17 +374,17 @@ def test_out_of_shared_memory_at_16_uses_one_segment(monkeypatch):
 
 
 def test_check_values_false_still_checks_shapes_and_dtypes():
-    import kernels
+    import path_lib.kernels
     q, k, v, w, beta, g = _inputs(1, 8, 2, 2, 32, True, seed=9)
-    o1 = kernels.path_attention(q, k, v, w, beta, g, check_values=False)
-    o2 = kernels.path_attention(q, k, v, w, beta, g)
+    o1 = path_lib.kernels.path_attention(q, k, v, w, beta, g, check_values=False)
+    o2 = path_lib.kernels.path_attention(q, k, v, w, beta, g)
     assert torch.equal(o1, o2)
     with pytest.raises(ValueError, match="time length"):
-        kernels.path_attention(q, k[:, :7], v, w, beta, g, check_values=False)
+        path_lib.kernels.path_attention(q, k[:, :7], v, w, beta, g, check_values=False)
     with pytest.raises(TypeError, match="w"):
-        kernels.path_attention(q, k, v, w.double(), beta, g, check_values=False)
+        path_lib.kernels.path_attention(q, k, v, w.double(), beta, g, check_values=False)
     with pytest.raises(ValueError, match="head dim"):
-        kernels.path_attention(q[..., :16], k[..., :16], v[..., :16], w[..., :16], beta, g, check_values=False)
+        path_lib.kernels.path_attention(q[..., :16], k[..., :16], v[..., :16], w[..., :16], beta, g, check_values=False)
 
 
 @pytest.mark.parametrize("B,T,Hq,Hk,block,seg,cu", [
@@ -423,7 +423,7 @@ def test_head_dim_32_padded_to_64(monkeypatch):
         from kernel_bounds import bounds_checking
     except ImportError:
         from tests.kernel_bounds import bounds_checking
-    import kernels._path as kp
+    import path_lib.kernels._path as kp
     seen = []
     real_fwd = kp._forward_impl
 
@@ -447,7 +447,7 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
     """The prep kernel's blocked UT inverse N = (I + A)^-1 (16 x 16 diagonal blocks by forward
     substitution, merged by matmuls) against a float64 inverse, on inputs that make N large: nearly
     parallel directions (|w_i . w_j| ~ 1) and beta = 2 (reflections)."""
-    from kernels._path import _precompute, kernel_config
+    from path_lib.kernels._path import _precompute, kernel_config
     gen = torch.Generator().manual_seed(100 + BT)
     B, T, H, D = 1, 2 * BT, 2, 32
     k = torch.randn(B, T, H, D, generator=gen)
@@ -477,7 +477,7 @@ def test_prep_variants_script_launches_the_shipped_kernels():
     several warp counts; its launches must reproduce what the library computes (_precompute)."""
     import importlib.util
     from pathlib import Path
-    from kernels._path import _precompute, kernel_config
+    from path_lib.kernels._path import _precompute, kernel_config
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "prep_variants.py"
     spec = importlib.util.spec_from_file_location("prep_variants", path)
     pv = importlib.util.module_from_spec(spec)
@@ -493,9 +493,9 @@ def test_prep_variants_script_launches_the_shipped_kernels():
 
 def test_pair_kernel_matches_the_torch_products():
     """_pair_kernel's Om(kc, k) = Seg_{kc-1} ... Seg_{k+1} against the torch recursion
-    kernels._path._pair_products, on random D x D matrices (NS = 5 segments, two heads)."""
-    from kernels import _triton_kernels as K
-    from kernels._path import _pair_products
+    path_lib.kernels._path._pair_products, on random D x D matrices (NS = 5 segments, two heads)."""
+    from path_lib.kernels import _triton_kernels as K
+    from path_lib.kernels._path import _pair_products
     gen = torch.Generator().manual_seed(7)
     B, H, NS, D = 1, 2, 5, 32
     seg = torch.randn(B, H, NS, D, D, generator=gen) / D ** 0.5 + torch.eye(D)
@@ -507,7 +507,7 @@ def test_pair_kernel_matches_the_torch_products():
 def test_stage_override_is_parsed_and_checked(monkeypatch):
     """PATH_KERNELS_STAGES (for tuning runs) sets the pipelining depth of the attention loops; the
     interpreter's default is 1; a malformed value is a ValueError that names the variable."""
-    from kernels._path import kernel_config
+    from path_lib.kernels._path import kernel_config
     stages = lambda: kernel_config("cpu", torch.float32, 64, 16).stages  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_STAGES", raising=False)
     assert stages().fwd == 1
@@ -524,7 +524,7 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
     interpreter every kernel defaults to ``4 if D <= 64 else 8``); a malformed value is a ValueError that
     names the variable, not a silent default."""
     import dataclasses
-    from kernels._path import kernel_config
+    from path_lib.kernels._path import kernel_config
     warps = lambda D=64: kernel_config("cpu", torch.float32, D, 16).warps  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
     w = warps()
@@ -546,8 +546,8 @@ def test_forward_only_calls_may_use_longer_segments(monkeypatch):
     half-precision inputs at D = 128 and BT = 64, ``_FWD_ONLY_SEG_BLOCKS``); float32, other head dims
     and an explicit ``seg_blocks`` keep theirs. The launcher tells ``kernel_config`` whether a gradient
     is being recorded."""
-    import kernels
-    from kernels import _path as kp
+    import path_lib.kernels
+    from path_lib.kernels import _path as kp
     cpu, bf16 = torch.device("cpu"), torch.bfloat16
     def sb(D, T, dtype, fo, seg=None):
         return kp.kernel_config(cpu, dtype, D, T, fo, seg_blocks=seg).seg_blocks
@@ -561,8 +561,8 @@ def test_forward_only_calls_may_use_longer_segments(monkeypatch):
     monkeypatch.setattr(kp, "kernel_config", lambda *a, **kw: seen.append(a[4]) or real(*a, **kw))
     q, k, v, w, beta, g = _inputs(1, 20, 2, 2, 32, True, seed=5)
     with torch.no_grad():
-        o_inf = kernels.path_attention(q, k, v, w, beta, g, block_size=16)
-    o = kernels.path_attention(q.requires_grad_(), k, v, w, beta, g, block_size=16)
+        o_inf = path_lib.kernels.path_attention(q, k, v, w, beta, g, block_size=16)
+    o = path_lib.kernels.path_attention(q.requires_grad_(), k, v, w, beta, g, block_size=16)
     assert seen == [True, False]
     torch.testing.assert_close(o_inf, o.detach(), rtol=1e-5, atol=1e-5)
 
@@ -572,7 +572,7 @@ def test_gate_cumsum_runs_along_the_contiguous_time_axis():
     strided time dim of ``[B, T, H]`` was 36 % of PaTH-FoX's forward at T = 16384 on an H200); same
     values and gradient as ``torch.cumsum(g, dim=1)``, and the result's ``[B, H, T]`` view is the
     contiguous one the kernels read."""
-    from kernels._path import _gate_cumsum
+    from path_lib.kernels._path import _gate_cumsum
     g = torch.nn.functional.logsigmoid(torch.randn(2, 37, 3)).requires_grad_()
     G = _gate_cumsum(g)
     ref = torch.cumsum(g, dim=1)

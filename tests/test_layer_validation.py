@@ -239,7 +239,7 @@ def test_auto_backend_warns_once_when_it_falls_back_on_cuda(monkeypatch):
     (a CUDA tensor is faked: only ``is_cuda`` is read on this path)."""
     import warnings
 
-    import kernels
+    import path_lib.kernels as kernels
     from path_lib.nn import layers
 
     class FakeCuda:

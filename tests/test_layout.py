@@ -1,6 +1,6 @@
 """The package layout's rules, read from the source (AST), so that a new module cannot break them quietly.
 
-* The library (every module of ``path_lib`` outside ``path_lib/book``, and ``kernels``) never imports
+* The library (every module of ``path_lib`` outside ``path_lib/book``, and ``path_lib.kernels``) never imports
   ``path_lib.book``: the book's helpers need IPython / yaml / matplotlib / ipywidgets (the ``book``
   extra), the library does not.
 * A private module (``path_lib.<...>._name``) is imported only from inside its own subpackage, by any
@@ -35,19 +35,28 @@ BOOK_ONLY = {"IPython": "ipython", "yaml": "pyyaml", "matplotlib": "matplotlib",
 # ----------------------------------------------------------------------------------------------
 
 def module_name(path: Path) -> Tuple[Optional[str], bool]:
-    """Dotted name of a file of ``path_lib`` or ``kernels`` (None for scripts and tests), and whether it
+    """Dotted name of a file of ``path_lib`` or ``path_lib.kernels`` (None for scripts and tests), and whether it
     is a package's ``__init__``."""
     rel = path.resolve().relative_to(ROOT).with_suffix("")
     if rel.parts[0] not in ("path_lib", "kernels"):
         return None, False
+    parts = ("path_lib",) + rel.parts if rel.parts[0] == "kernels" else rel.parts    # kernels/ is path_lib.kernels
     if rel.name == "__init__":
-        return ".".join(rel.parts[:-1]), True
-    return ".".join(rel.parts), False
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def _source_dir(dotted: str) -> Path:
+    """The folder or file stem of a dotted name in this repository (``path_lib.kernels`` is ``kernels/``)."""
+    parts = dotted.split(".")
+    if parts[:2] == ["path_lib", "kernels"]:
+        parts = parts[1:]
+    return ROOT.joinpath(*parts)
 
 
 def _is_module(dotted: str) -> bool:
     """Whether ``dotted`` names a module or package file of this repository."""
-    base = ROOT.joinpath(*dotted.split("."))
+    base = _source_dir(dotted)
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
@@ -80,8 +89,8 @@ def imported_modules(source: str, module: Optional[str], is_package: bool) -> It
 def private_owner(dotted: str) -> Optional[str]:
     """For ``path_lib.x._y(.z)``: the package that owns the private module (``path_lib.x``); else None."""
     parts = dotted.split(".")
-    if parts[0] != "path_lib":
-        return None
+    if parts[0] != "path_lib" or parts[:2] == ["path_lib", "kernels"]:
+        return None             # the kernels' internals (_path, _triton_kernels) are the kernel chapter's subject
     for i, p in enumerate(parts[1:], start=1):
         if p.startswith("_") and not (p.startswith("__") and p.endswith("__")):
             return ".".join(parts[:i])
@@ -128,10 +137,10 @@ def test_the_checker_finds_what_it_must():
     assert violations("from path_lib.book import notebook\n", "path_lib.nn.layers", False, library=True)
     assert violations("from ..book.notebook import pick_preset\n", "path_lib.experiments.train", False,
                       library=True)
-    assert violations("def f():\n    import path_lib.book.speed\n", "kernels.teaching", False, library=True)
+    assert violations("def f():\n    import path_lib.book.speed\n", "path_lib.kernels.teaching", False, library=True)
     assert violations("import matplotlib.pyplot as plt\n", "path_lib.theory.costs", False, library=True)
     assert not violations("from path_lib.book import notebook\n", None, False, library=False)
-    # private modules: kernels._path is kernels' own; path_lib's would be refused from outside
+    # private modules: path_lib.kernels._path is kernels' own; path_lib's would be refused from outside
     assert private_owner("path_lib.blockwise._segments") == "path_lib.blockwise"
     assert private_owner("path_lib.reference.householder") is None
     assert private_owner("path_lib.__init__") is None
@@ -176,10 +185,8 @@ LAYERS = {"validation": 0, "theory": 0, "reference": 1, "blockwise": 1, "decodin
 
 
 def part(dotted: str) -> Optional[str]:
-    """``path_lib.nn.layers`` -> ``"nn"``, ``kernels._path`` -> ``"kernels"``, ``path_lib`` -> ``"path_lib"``."""
+    """``path_lib.nn.layers`` -> ``"nn"``, ``path_lib.kernels._path`` -> ``"kernels"``, ``path_lib`` -> ``"path_lib"``."""
     parts = dotted.split(".")
-    if parts[0] == "kernels":
-        return "kernels"
     if parts[0] != "path_lib":
         return None
     return parts[1] if len(parts) > 1 else "path_lib"
@@ -203,7 +210,7 @@ def test_the_layer_checker_finds_what_it_must():
     assert layer_violations("from ..nn.model import TinyLM\n", "path_lib.reference.attention", False)
     assert layer_violations("from ..book import viz\n", "path_lib.experiments.lm", False)
     assert layer_violations("import path_lib\n", "path_lib.nn.layers", False)
-    assert layer_violations("from path_lib.decoding import PaTHCache\n", "kernels._path", False)
+    assert layer_violations("from path_lib.decoding import PaTHCache\n", "path_lib.kernels._path", False)
     assert not layer_violations("from ..theory import costs\n", "path_lib.book.speed", False)
     assert not layer_violations("from .householder import ut_transform\n", "path_lib.reference.attention", False)
 
@@ -226,7 +233,7 @@ def test_no_import_cycle_between_modules():
     for p in files:
         mod, pkg = module_name(p)
         graph[mod] = {t for _, t in imported_modules(p.read_text(), mod, pkg)
-                      if t != mod and _is_module(t) and not (ROOT.joinpath(*t.split(".")) / "__init__.py").is_file()}
+                      if t != mod and _is_module(t) and not (_source_dir(t) / "__init__.py").is_file()}
     state, cycles = {}, []
 
     def visit(m, stack):
@@ -250,7 +257,7 @@ def test_no_import_cycle_between_modules():
 # ----------------------------------------------------------------------------------------------
 
 def _packages() -> List[str]:
-    return sorted(".".join(p.parent.relative_to(ROOT).parts) for p in _files("__init__.py")
+    return sorted(module_name(p)[0] for p in _files("__init__.py")
                   if p.relative_to(ROOT).parts[0] in ("path_lib", "kernels"))
 
 
@@ -324,3 +331,19 @@ def test_public_api_is_reexported():
         path_attention, ut_transform, householder_product)
     assert path_lib.PaTHAttention is PaTHAttention and path_lib.TinyLM is TinyLM
     assert all(hasattr(path_lib, n) for n in path_lib.__all__)
+
+
+def test_the_kernels_are_path_lib_kernels_and_no_code_imports_a_top_level_kernels():
+    """The kernels' folder installs as ``path_lib.kernels`` (a top-level ``kernels`` would collide with
+    Hugging Face's ``kernels`` distribution); importing it as ``kernels`` in a checkout would load a
+    second copy of the same files, so no code does."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["tool"]["setuptools"]["package-dir"] == {"path_lib.kernels": "kernels"}
+    assert "kernels" not in project["tool"]["setuptools"]["packages"]
+    sources = [(p, p.read_text()) for p in _files(".py")] + [(p, notebook_code(p)) for p in _files(".ipynb")]
+    bad = [f"{p.relative_to(ROOT)}: line {line}" for p, src in sources
+           for line, target in imported_modules(src, *(module_name(p) if p.suffix == ".py" else (None, False)))
+           if target == "kernels" or target.startswith("kernels.")]
+    assert not bad, "\n".join(bad)
+    import path_lib.kernels as kernels
+    assert Path(kernels.__file__).resolve() == ROOT / "kernels" / "__init__.py" and kernels.__name__ == "path_lib.kernels"

@@ -110,8 +110,8 @@ def test_path_floor_is_at_least_attentions(T, D):
     B, H = max(1, 32768 // T), 2048 // D
     for mode in ("fwd", "fwdbwd"):
         for fwd_only in (False, True):
-            import kernels
-            bt, sb = kernels.blocking(T, D, forward_only=fwd_only)
+            import path_lib.kernels
+            bt, sb = path_lib.kernels.blocking(T, D, forward_only=fwd_only)
             p = speed.floor_flops("path", mode, T, D, B, H, block_size=bt, seg_blocks=sb)
             a = speed.floor_flops("attention", mode, T, D, B, H)
             assert p >= a
@@ -148,11 +148,11 @@ def test_normalize_the_new_format():
     assert speed.path_config(rec, 128, 1024, "fwdbwd") == (64, 4)
     # a call without gradients uses longer segments at D = 128 (the launcher's rule, whatever the record says)
     assert speed.path_config(rec, 128, 1024, "fwd") == (64, 16)
-    import kernels
+    import path_lib.kernels
     for D in (64, 128):
         for T in (1024, 4096, 16384, 65536):
             for mode in ("fwd", "fwdbwd"):
-                assert speed.path_config(None, D, T, mode) == kernels.blocking(T, D, forward_only=mode == "fwd")
+                assert speed.path_config(None, D, T, mode) == path_lib.kernels.blocking(T, D, forward_only=mode == "fwd")
 
 
 def test_normalize_the_old_format():
@@ -165,8 +165,8 @@ def test_normalize_the_old_format():
     assert any(r["method"] == "sdpa" for r in raw["rows"]), "the input must not be changed"
     assert speed.reference_method(rec) == "sdpa_flash"
     assert speed.floor_ratios(rec) == {} and speed.plot_floor_ratios(rec) is None
-    import kernels
-    assert speed.path_config(rec, 128, 4096, "fwd") == kernels.blocking(4096, 128, forward_only=True)
+    import path_lib.kernels
+    assert speed.path_config(rec, 128, 4096, "fwd") == path_lib.kernels.blocking(4096, 128, forward_only=True)
 
 
 def test_normalize_rejects_malformed_records():
@@ -240,7 +240,7 @@ def test_every_recorded_kernel_has_a_phase():
 def test_every_kernel_of_ours_is_mapped():
     import inspect
 
-    import kernels._triton_kernels as tk
+    import path_lib.kernels._triton_kernels as tk
     jitted = [n for n, obj in vars(tk).items() if n.endswith("_kernel") and hasattr(obj, "fn")
               and "tl.program_id" in inspect.getsource(obj.fn)]
     assert jitted

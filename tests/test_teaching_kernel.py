@@ -54,7 +54,7 @@ def _reference(q, k, v, w, beta, scale=None):
 @needs_interpreter
 @pytest.mark.parametrize("T,D", [(16, 16), (37, 32), (64, 16), (1, 16)])
 def test_matches_float64_ground_truth(T, D):
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     q, k, v, w, beta = _inputs(1, T, 2, D)
     o = teaching_path_attention(q, k, v, w, beta)
     assert o.shape == q.shape and o.dtype == torch.float32 and o.is_contiguous()
@@ -64,7 +64,7 @@ def test_matches_float64_ground_truth(T, D):
 
 @needs_interpreter
 def test_batch_block_size_scale_and_reflections():
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     q, k, v, w, beta = _inputs(2, 45, 1, 16, beta=2.0)       # true reflections, a ragged last block
     o = teaching_path_attention(q, k, v, w, beta, scale=0.3, block_size=32)
     err = (o.double() - _reference(q, k, v, w, beta, scale=0.3)).abs().max().item()
@@ -73,7 +73,7 @@ def test_batch_block_size_scale_and_reflections():
 
 @needs_interpreter
 def test_precomputed_factors():
-    from kernels.teaching import block_factors
+    from path_lib.kernels.teaching import block_factors
     from path_lib.reference.householder import householder_product
     q, k, v, w, beta = (x.double() for x in _inputs(1, 20, 1, 16, seed=0))
     Tm, TW, K_end, Q_start = block_factors(q, k, w, beta, 16)
@@ -119,14 +119,14 @@ def _bad(**change):
     (dict(scale=-1.0), ValueError, "scale must be a positive"),
 ])
 def test_bad_inputs(change, error, match):
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     args, kw = _bad(**change)
     with pytest.raises(error, match=match):
         teaching_path_attention(*args, **kw)
 
 
 def test_forward_only():
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     (q, k, v, w, beta), _ = _bad()
     with pytest.raises(ValueError, match="forward only"):
         teaching_path_attention(q.requires_grad_(), k, v, w, beta)
@@ -134,7 +134,7 @@ def test_forward_only():
 
 @pytest.mark.skipif(INTERPRETED or torch.cuda.is_available(), reason="needs a CPU session without the interpreter")
 def test_cpu_needs_the_interpreter():
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     (q, k, v, w, beta), _ = _bad()
     with pytest.raises(ValueError, match="TRITON_INTERPRET"):
         teaching_path_attention(q, k, v, w, beta)
@@ -142,7 +142,7 @@ def test_cpu_needs_the_interpreter():
 
 @needs_interpreter
 def test_interpreter_is_float32_only():
-    from kernels.teaching import teaching_path_attention
+    from path_lib.kernels.teaching import teaching_path_attention
     (q, k, v, w, beta), _ = _bad()
     with pytest.raises(TypeError, match="float32 only"):
         teaching_path_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), w, beta)

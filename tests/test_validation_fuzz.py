@@ -52,10 +52,17 @@ def test_public_entry_points_are_all_fuzzed():
             "alibi_attention", "alibi_slopes", "fox_attention", "IMPLEMENTATIONS"},
         Hh: {"normalize", "householder", "householder_product", "ut_transform", "ut_transform_loop",
              "block_product", "boundary_adjusted_queries", "boundary_adjusted_keys"},
-        Dc: {"PaTHCache", "keys_to_end", "prefill", "decode_path_attention"},
+        Dc: {"PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"},
     }
     for module, names in covered.items():
         assert set(module.__all__) == names, module.__name__
+
+
+def test_is_cache_takes_anything_and_recognises_only_caches():
+    """``is_cache`` is a predicate: no input is bad (it never raises), and only a cache is one."""
+    for obj in (None, 3, "PaTHCache", torch.zeros(2), {"cache": None}, PaTHCache, object()):
+        assert Dc.is_cache(obj) is False
+    assert Dc.is_cache(PaTHCache(1, 2, 2, 4)) is True
 
 
 # ----------------------------------------------------------------------------------------------

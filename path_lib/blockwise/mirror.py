@@ -1,7 +1,7 @@
 """The Triton kernels' forward pass, phase by phase, in plain PyTorch: a mirror to read beside the kernels.
 
 :func:`blockwise_path_attention` computes causal PaTH attention (PaTH-FoX with a gate) with the same
-decomposition as ``kernels.path_attention``: the same blocks of ``BT`` tokens, the same segments of
+decomposition as ``path_lib.kernels.path_attention``: the same blocks of ``BT`` tokens, the same segments of
 ``SB`` blocks, the same phases in the same launch order, the same intermediate tensors under the
 kernels' names, the same online-softmax order (base-2 exponentials, the gate reference ``gref``), and
 optionally the same split of the earlier segments onto ``FR``-row tiles. It computes in float64 for

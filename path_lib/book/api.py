@@ -1,6 +1,6 @@
 """The API reference page (book/api.ipynb), generated from the docstrings of the public modules.
 
-:func:`public_modules` walks ``path_lib`` and ``kernels`` (every module not named ``_private`` and not
+:func:`public_modules` walks ``path_lib`` and ``path_lib.kernels`` (every module not named ``_private`` and not
 under ``path_lib.book``, whose helpers are the chapters' own); :func:`api_markdown` writes, per module,
 its one-paragraph summary and, for every name in its ``__all__``, the signature and the docstring as
 preformatted text (so no docstring's markup can break the page's build).
@@ -18,7 +18,7 @@ _SKIP = ("path_lib.book",)
 _OPTIONAL = {"path_lib.nn.hf": "transformers"}       # modules that need an optional extra
 
 
-def public_modules(packages: Sequence[str] = ("path_lib", "kernels")) -> List[str]:
+def public_modules(packages: Sequence[str] = ("path_lib", "path_lib.kernels")) -> List[str]:
     """Dotted names of the public modules of ``packages``, sorted (packages themselves included)."""
     out = []
     for name in packages:

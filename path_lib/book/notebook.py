@@ -44,7 +44,7 @@ def repo_root() -> Optional[Path]:
 #: ``benchmarks/results/history/`` (see its README) and are never read by a chapter.
 RECORDS = {
     "bench": "benchmarks/results/bench_path.json",             # speed and memory, benchmarks/bench_path.py
-    "sweep": "benchmarks/results/correctness_sweep.json",      # GPU correctness, sets kernels.GPU_VERIFIED
+    "sweep": "benchmarks/results/correctness_sweep.json",      # GPU correctness, sets path_lib.kernels.GPU_VERIFIED
     "profile": "benchmarks/results/profile_parts.json",        # time per kernel, benchmarks/profile_parts.py
     "repeat": "benchmarks/results/repeat_cell.json",           # run-to-run check of the closest cells
     "decode": "benchmarks/results/bench_decode.json",          # decode step vs SDPA, benchmarks/bench_decode.py

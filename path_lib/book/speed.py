@@ -132,8 +132,8 @@ def normalize_bench(rec: Optional[dict]) -> Optional[dict]:
         notes.append("The record has no rows for PyTorch's default SDPA dispatch.")
     timed = out.get("kernel_code_sha256")
     try:
-        import kernels
-        verified, equivalent = kernels._VERIFIED_CODE_SHA256, kernels.TIMING_EQUIVALENT
+        import path_lib.kernels
+        verified, equivalent = path_lib.kernels._VERIFIED_CODE_SHA256, path_lib.kernels.TIMING_EQUIVALENT
     except ImportError:         # the kernels package is not importable here: nothing to compare with
         verified, equivalent = timed, {}
     if timed is not None and timed != verified:
@@ -302,13 +302,13 @@ def path_config(rec: Optional[dict], D: int, T: int, mode: str) -> Tuple[int, in
     """(block length, blocks per segment) of this book's kernels at (D, T, mode).
 
     From the record's ``config`` of its ``ours_path`` (or ``ours_pathfox``) row, else what
-    ``kernels.blocking`` picks on an H200. A record's ``config`` is the whole ``kernels.KernelConfig``
+    ``path_lib.kernels.blocking`` picks on an H200. A record's ``config`` is the whole ``path_lib.kernels.KernelConfig``
     (``as_dict``, with ``forward_only``) from v17 on; older ones hold only ``block`` and ``seg_blocks``,
     and may give a ``fwd`` row the configuration of a call with gradients: for those the launcher's rule
-    for calls that record no gradient is applied on top (``kernels.kernel_config(..., forward_only=True)``:
+    for calls that record no gradient is applied on top (``path_lib.kernels.kernel_config(..., forward_only=True)``:
     at least ``_FWD_ONLY_SEG_BLOCKS`` blocks per segment with 16-bit inputs at block 64)."""
     import torch
-    import kernels
+    import path_lib.kernels
 
     found = None
     for method in ("ours_path", "ours_pathfox"):
@@ -317,10 +317,10 @@ def path_config(rec: Optional[dict], D: int, T: int, mode: str) -> Tuple[int, in
             found = int(cfg["block"]), int(cfg["seg_blocks"]), "forward_only" in cfg
             break
     if found is None:
-        return kernels.blocking(T, D, forward_only=mode == "fwd")
+        return path_lib.kernels.blocking(T, D, forward_only=mode == "fwd")
     bt, sb, full = found
     if mode == "fwd" and not full:
-        rule = kernels.kernel_config(kernels.H200, torch.bfloat16, D, T, forward_only=True, block_size=bt)
+        rule = path_lib.kernels.kernel_config(path_lib.kernels.H200, torch.bfloat16, D, T, forward_only=True, block_size=bt)
         sb = max(sb, rule.seg_blocks)
     return bt, sb
 
@@ -684,19 +684,19 @@ def compile_table(summary: List[dict], smem_bytes: int = T4["smem_bytes"]) -> st
 def launcher_config(summary: List[dict], D: int, dtype: str, smem_bytes: int = T4["smem_bytes"]) -> dict:
     """What the kernels' launcher runs on a GPU with ``smem_bytes`` of shared memory per program, replayed
     against the compile reports (:func:`compile_summary`): the first block length from the launcher's
-    table (``kernels.kernel_config`` for a device with that much shared memory), halved down to 16
+    table (``path_lib.kernels.kernel_config`` for a device with that much shared memory), halved down to 16
     while a kernel does not fit, then one segment.
 
     Returns ``{"BT", "one_segment", "fits", "why"}``; ``fits`` is None when a needed configuration was not
     compiled (nothing is claimed then).
     """
     import torch
-    import kernels
+    import path_lib.kernels
 
     # the block length depends on the shared memory only (a described device: no fallback state applies)
-    device = kernels.DeviceInfo("cuda", (8, 0), smem_bytes, f"{smem_bytes} B of shared memory")
+    device = path_lib.kernels.DeviceInfo("cuda", (8, 0), smem_bytes, f"{smem_bytes} B of shared memory")
     torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    BT = kernels.kernel_config(device, torch_dtype, D, 1024).block
+    BT = path_lib.kernels.kernel_config(device, torch_dtype, D, 1024).block
     steps = []
     while True:
         seg = [s for s in summary if (s["dtype"], s["D"], s["BT"], s["one_segment"]) == (dtype, D, BT, False)]

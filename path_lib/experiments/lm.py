@@ -144,12 +144,12 @@ PRESETS: Dict[str, LMConfig] = {
 # ----------------------------------------------------------------------------------------------
 
 def path_backend(device) -> str:
-    """``"triton"`` when ``kernels.is_available()`` says so on a CUDA device, else ``"blockwise"``."""
+    """``"triton"`` when ``path_lib.kernels.is_available()`` says so on a CUDA device, else ``"blockwise"``."""
     if torch.device(device).type != "cuda":
         return "blockwise"
     try:
-        import kernels
-        return "triton" if kernels.is_available() else "blockwise"
+        import path_lib.kernels
+        return "triton" if path_lib.kernels.is_available() else "blockwise"
     except (ImportError, AttributeError):
         return "blockwise"
 

@@ -4,5 +4,5 @@
     model         TinyLM, a small decoder-only model whose position information is its attention.
     rotations     accumulated SO(2) rotation attention (paper B's variants), registered with the layers.
 
-Built on :mod:`path_lib.reference`, :mod:`path_lib.decoding` and (``backend="triton"``) ``kernels``.
+Built on :mod:`path_lib.reference`, :mod:`path_lib.decoding` and (``backend="triton"``) ``path_lib.kernels``.
 """

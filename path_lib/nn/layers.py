@@ -410,24 +410,24 @@ class PaTHAttention(AttentionLayer):
 
     def _resolve_backend(self, q: torch.Tensor) -> str:
         """``"auto"``: the Triton kernels on CUDA once they have passed the GPU correctness sweep
-        (``kernels.GPU_VERIFIED``, set from a recorded sweep); otherwise the exact blockwise mirror,
+        (``path_lib.kernels.GPU_VERIFIED``, set from a recorded sweep); otherwise the exact blockwise mirror,
         with one warning per process when that happens on CUDA (the fallback is much slower)."""
         if self.backend != "auto":
             return self.backend
         if q.is_cuda and self.head_dim in (32, 64, 128):
             try:
-                import kernels
+                import path_lib.kernels as kernels
             except ImportError as e:
                 _warn_fallback(f"the kernels package cannot be imported ({e})")
                 return "blockwise"
             if getattr(kernels, "GPU_VERIFIED", False):
                 return "triton"
-            _warn_fallback("kernels.GPU_VERIFIED is False: this kernel code has not passed the GPU "
+            _warn_fallback("path_lib.kernels.GPU_VERIFIED is False: this kernel code has not passed the GPU "
                            "correctness sweep (benchmarks/DESIGN.md, How to change a kernel)")
         return "blockwise"
 
     def _triton_decoding(self, x: torch.Tensor) -> bool:
-        """Whether decoding uses the GPU cache of ``kernels.decode`` (CUDA with the Triton backend and not
+        """Whether decoding uses the GPU cache of ``path_lib.kernels.decode`` (CUDA with the Triton backend and not
         recording gradients; else :class:`path_lib.decoding.PaTHCache`, exact for backpropagation)."""
         if not x.is_cuda or self._resolve_backend(x) != "triton":
             return False
@@ -439,7 +439,7 @@ class PaTHAttention(AttentionLayer):
         squashed), so no value checks here (they would synchronise the GPU on every call)."""
         backend = self._resolve_backend(q)
         if backend == "triton":
-            from kernels import path_attention as triton_path_attention
+            from path_lib.kernels import path_attention as triton_path_attention
             return triton_path_attention(q, k, v, w, beta, g, check_values=False)
         impl = "parallel" if backend == "reference" else "blockwise"
         return path_attention(q, k, v, w, beta, g, impl=impl, block_size=self.block_size, check_values=False)
@@ -511,7 +511,7 @@ class PaTHAttention(AttentionLayer):
         pad_rows = lambda t: torch.cat([t[0], t.new_zeros(1, *t.shape[2:])])[index]   # noqa: E731  [N, L, ...]
         if self._resolve_backend(x) != "triton":
             return self._sequence(pad_rows(x))[valid][None]
-        from kernels import path_attention as triton_path_attention
+        from path_lib.kernels import path_attention as triton_path_attention
         q, k, v = self.qkv(x)
         beta, g = self._beta_g(x)
         u = pad_rows(self.w_up(self.w_down(x)))
@@ -541,8 +541,8 @@ class PaTHAttention(AttentionLayer):
         else:
             o = q.new_zeros(B, 0, self.n_heads, self.head_dim)
         if self._triton_decoding(x):
-            from kernels import transform_keys_to_end
-            from kernels.decode import TritonPaTHCache
+            from path_lib.kernels import transform_keys_to_end
+            from path_lib.kernels.decode import TritonPaTHCache
             k_end = transform_keys_to_end(k, w, beta, check_values=False) if T else k
             cache = TritonPaTHCache.from_prefix(k_end, v, g, n_q_heads=self.n_heads, valid=valid)
         else:
@@ -565,7 +565,7 @@ class PaTHAttention(AttentionLayer):
         q, k, v = self.qkv(x)
         u_t = self.w_up(self.w_down(x))                      # [B, 1, w_dim]
         if state is None and self._triton_decoding(x_t):
-            from kernels.decode import TritonPaTHCache
+            from path_lib.kernels.decode import TritonPaTHCache
             state = {"cache": TritonPaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, value_dtype=v.dtype,
                                               device=x_t.device),
                      "conv": u_t.new_zeros(B, self.conv_size - 1, u_t.shape[-1])}

@@ -20,7 +20,7 @@ Functions:
     flash_attention_cost    causal softmax attention, FlashAttention style (the SDPA baseline)
     path_blockwise_cost     PaTH's blockwise algorithm, as ``path_attention(impl="blockwise")`` runs it
     path_allpairs_cost      PaTH's all-pairs UT form, as ``path_attention(impl="parallel")`` runs it
-    path_segmented_cost     the Triton kernel's forward (``kernels.path_attention``): the scan inside a
+    path_segmented_cost     the Triton kernel's forward (``path_lib.kernels.path_attention``): the scan inside a
                             segment of blocks, segment products between segments
     decode_step_cost        one generated token against a cache of ``t`` keys (PaTH or plain attention)
     backward_memory         what the backward pass keeps in global memory, by strategy
@@ -191,7 +191,7 @@ def path_allpairs_cost(T: int, D: int, Dv: Optional[int] = None) -> Cost:
 
 
 def default_seg_blocks(T: int, D: int, block_size: int = 64) -> int:
-    """Blocks per segment that ``kernels.path_attention`` picks by default: about ``sqrt(2 T / D)``
+    """Blocks per segment that ``path_lib.kernels.path_attention`` picks by default: about ``sqrt(2 T / D)``
     segments (so the ``D x D`` segment-pair products stay below ``T D`` memory), at least 2 blocks each."""
     n = max(1, -(-T // block_size))
     ns_max = max(1, int(math.sqrt(2.0 * n * block_size / D)))
