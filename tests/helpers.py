@@ -76,3 +76,23 @@ def numpy_path_attention(q, k, v, w, beta, g=None, scale=None):
                 p /= p.sum()
                 out[b, i, h] = p @ v[b, : i + 1, hk]
     return torch.from_numpy(out)
+
+
+def run_module_under_interpreter(test_file: str, what: str, timeout: float = 900) -> None:
+    """Run the pytest module ``test_file`` in a subprocess with ``TRITON_INTERPRET=1`` (it must be set
+    before triton is imported, and setting it here would turn this session's GPU tests into interpreted
+    ones) and no visible GPU; fail with its output unless it passed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="")
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout[-6000:] + proc.stderr[-2000:]
+    print(out)
+    assert proc.returncode == 0, f"interpreted {what} cases failed:\n{out}"
+    assert " passed" in proc.stdout, out

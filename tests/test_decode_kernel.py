@@ -10,8 +10,6 @@ in both. ``test_bf16_on_gpu`` runs on a CUDA device only (TRITON_INTERPRET unset
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,8 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton")
 
+from helpers import run_module_under_interpreter  # noqa: E402
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 needs_interpreter = pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess")
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,14 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process")
 def test_under_triton_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    out = proc.stdout[-6000:] + proc.stderr[-2000:]
-    print(out)
-    assert proc.returncode == 0, f"interpreted decode-kernel cases failed:\n{out}"
-    assert " passed" in proc.stdout, out
+    run_module_under_interpreter(__file__, "decode-kernel")
 
 
 def _token(gen, B, Hq, Hk, D, gate, dtype=torch.float32, device="cpu"):

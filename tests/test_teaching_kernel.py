@@ -11,14 +11,13 @@ TRITON_INTERPRET=1). The input checks need no kernel launch and run in both.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 pytest.importorskip("triton")
+
+from helpers import run_module_under_interpreter  # noqa: E402
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 needs_interpreter = pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess")
@@ -26,15 +25,7 @@ needs_interpreter = pytest.mark.skipif(not INTERPRETED, reason="runs in the TRIT
 
 @pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process")
 def test_under_triton_interpreter():
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    out = proc.stdout[-6000:] + proc.stderr[-2000:]
-    print(out)
-    assert proc.returncode == 0, f"interpreted teaching-kernel cases failed:\n{out}"
-    assert " passed" in proc.stdout, out
+    run_module_under_interpreter(__file__, "teaching-kernel")
 
 
 def _inputs(B, T, H, D, seed=None, beta=None):
