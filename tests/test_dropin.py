@@ -426,3 +426,27 @@ def test_packed_sequences_reach_the_kernels_packed(monkeypatch, fox):
     y = layer(torch.cat(xs, 1), cu_seqlens=torch.tensor([0, 3, 4, 4, 10]))
     assert seen == [((1, 10, 4, 3), False)]
     torch.testing.assert_close(y, torch.cat([_alone(layer, xx) for xx in xs if xx.shape[1]], 1), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["nope", "rope", "alibi", "fox"])
+@pytest.mark.parametrize("n_kv_heads", [None, 2])
+def test_softmax_baselines_through_sdpa_equal_the_reference(kind, n_kv_heads):
+    """backend="sdpa" (PyTorch's fused attention, what a practitioner's baseline runs) against the
+    library's explicit softmax, float64 on the CPU, grouped-query heads included; "auto" is the
+    reference on the CPU."""
+    from path_lib.nn.layers import make_attention
+    torch.manual_seed(0)
+    ref = make_attention(kind, 32, 4, n_kv_heads=n_kv_heads, backend="reference").double()
+    fast = make_attention(kind, 32, 4, n_kv_heads=n_kv_heads, backend="sdpa").double()
+    auto = make_attention(kind, 32, 4, n_kv_heads=n_kv_heads).double()
+    fast.load_state_dict(ref.state_dict())
+    auto.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 23, 32, dtype=torch.float64, requires_grad=True)
+    y_ref, y_fast = ref(x), fast(x)
+    torch.testing.assert_close(y_fast, y_ref, atol=1e-12, rtol=1e-12)
+    assert torch.equal(auto(x), y_ref) and auto.backend == "auto"
+    g_ref, = torch.autograd.grad(y_ref.square().sum(), x)
+    g_fast, = torch.autograd.grad(y_fast.square().sum(), x)
+    torch.testing.assert_close(g_fast, g_ref, atol=1e-11, rtol=1e-11)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        make_attention(kind, 32, 4, backend="triton")

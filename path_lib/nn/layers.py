@@ -42,6 +42,7 @@ from ..reference.sba import sba_attention, stick_breaking_weights
 __all__ = [
     "AttentionLayer", "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention",
     "FoXAttention", "SBAAttention", "ATTENTION_LAYERS", "make_attention", "register_attention", "BACKENDS",
+    "SOFTMAX_BACKENDS", "sdpa_attention",
 ]
 
 BACKENDS = ("auto", "reference", "blockwise", "triton")
@@ -173,12 +174,48 @@ class AttentionLayer(nn.Module):
         return (torch.stack(ys, 1) if ys else x.new_zeros(x.shape)), state
 
 
+#: how the softmax baselines (NoPE, RoPE, ALiBi, FoX) compute their forward: ``"reference"`` (the
+#: library's explicit softmax, float64-capable, materialises the T x T logits), ``"sdpa"``
+#: (``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernels: what a practitioner's
+#: baseline runs), ``"auto"`` (sdpa on CUDA, reference elsewhere)
+SOFTMAX_BACKENDS = ("auto", "reference", "sdpa")
+
+
+def sdpa_attention(q, k, v, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Causal attention through ``F.scaled_dot_product_attention`` (its default dispatch) in the public
+    layout: q ``[B, T, Hq, D]``, k, v ``[B, T, Hk, D]`` -> ``[B, T, Hq, D]``. ``bias``: an additive logit
+    bias broadcastable to ``[B, Hq, T, T]`` (ALiBi's distances, FoX's gates), or None (then the
+    causal kernels run without a mask). Shapes only are checked (no device sync)."""
+    check_tensor(q, "q", ndim=4, finite=False)
+    n_rep = q.shape[2] // k.shape[2]
+    qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if n_rep > 1:
+        kh, vh = kh.repeat_interleave(n_rep, 1), vh.repeat_interleave(n_rep, 1)
+    if bias is None:
+        o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
+    else:
+        T = q.shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        mask = bias.masked_fill(~causal, float("-inf")).to(qh.dtype)
+        o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
+    return o.transpose(1, 2)
+
+
 class _CachedSoftmaxAttention(AttentionLayer):
     """Softmax attention whose ``step`` keeps a plain key-value cache (O(t D) per token and head).
 
     Subclasses say how a position changes the new query and key (``_position_qk``) and which bias
-    the current query adds to the cached logits (``_cache_bias``).
+    the current query adds to the cached logits (``_cache_bias``). ``backend`` (one of
+    :data:`SOFTMAX_BACKENDS`) picks how the forward runs.
     """
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+        self.backend = check_choice(backend, "backend", SOFTMAX_BACKENDS)
+
+    def _sdpa(self, x: torch.Tensor) -> bool:
+        """Whether this forward runs through SDPA (``backend="sdpa"``, or ``"auto"`` on CUDA)."""
+        return self.backend == "sdpa" or (self.backend == "auto" and x.is_cuda)
 
     def _position_qk(self, q, k, pos: int):
         return q, k
@@ -214,19 +251,26 @@ class NoPEAttention(_CachedSoftmaxAttention):
     def forward(self, x):
         checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
+        if self._sdpa(x):
+            return self.out(sdpa_attention(q, k, v))
         return self.out(softmax_attention(q, k, v, check_values=checked))
 
 
 class RoPEAttention(_CachedSoftmaxAttention):
     """Causal attention with rotary position embeddings on q and k."""
 
-    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rope_base: float = 10000.0):
-        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rope_base: float = 10000.0,
+                 backend: str = "auto"):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim, backend=backend)
         self.rope_base = check_number(rope_base, "rope_base", positive=True)
 
     def forward(self, x):
         checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
+        if self._sdpa(x):
+            if self.head_dim % 2:
+                raise ValueError(f"q and k must have an even head dim for RoPE, got {self.head_dim}")
+            return self.out(sdpa_attention(apply_rope(q, base=self.rope_base), apply_rope(k, base=self.rope_base), v))
         return self.out(rope_attention(q, k, v, base=self.rope_base, check_values=checked))
 
     def _position_qk(self, q, k, pos):
@@ -236,13 +280,17 @@ class RoPEAttention(_CachedSoftmaxAttention):
 class ALiBiAttention(_CachedSoftmaxAttention):
     """Causal attention with ALiBi's linear distance bias (fixed per-head slopes)."""
 
-    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None):
-        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim, backend=backend)
         self.register_buffer("slopes", alibi_slopes(n_heads).float(), persistent=False)
 
     def forward(self, x):
         checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
+        if self._sdpa(x):
+            pos = torch.arange(x.shape[1], device=x.device, dtype=torch.float32)
+            dist = pos[:, None] - pos[None, :]                                  # i - j
+            return self.out(sdpa_attention(q, k, v, -self.slopes[:, None, None] * dist))
         return self.out(alibi_attention(q, k, v, slopes=self.slopes, check_values=checked))
 
     def _cache_bias(self, x_t, state):
@@ -254,14 +302,17 @@ class ALiBiAttention(_CachedSoftmaxAttention):
 class FoXAttention(_CachedSoftmaxAttention):
     """Forgetting attention: softmax attention plus a data-dependent forget gate (no rotation)."""
 
-    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None):
-        super().__init__(d_model, n_heads, n_kv_heads, head_dim)
+    def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
+        super().__init__(d_model, n_heads, n_kv_heads, head_dim, backend=backend)
         self.g_proj = _init_linear(nn.Linear(d_model, n_heads, bias=True))
 
     def forward(self, x):
         checked = _check_x(x, self.d_model, check_values=self.check_values)
         q, k, v = self.qkv(x)
         g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x)))
+        if self._sdpa(x):
+            G = torch.cumsum(g, dim=1).transpose(1, 2)                          # [B, Hq, T]
+            return self.out(sdpa_attention(q, k, v, G[..., :, None] - G[..., None, :]))
         return self.out(fox_attention(q, k, v, g, check_values=checked))
 
     def _cache_bias(self, x_t, state):
