@@ -32,3 +32,20 @@ def test_summary_lines_give_ratios_to_sdpa_and_fla():
     fwd = next(line for line in lines if "| fwd |" in line)
     assert "| 0.50 | 0.80 | 2.00 (4.00x, 0.50x) | 3.00 |" in fwd     # PaTH-FoX: no fla row, so no ratio
     assert "| fwdbwd |" in lines[-1] and lines[-1].count("| - ") >= 6
+
+
+def test_lm_throughput_script_runs_tiny_on_the_cpu(tmp_path):
+    """benchmarks/bench_lm_throughput.py (issue 22's end-to-end measurement) at tiny sizes: a record
+    with provenance, every model timed, ratios to RoPE's tokens per second computed from the rows."""
+    import json
+
+    from benchmarks.bench_lm_throughput import MODELS, main
+    out = tmp_path / "t.json"
+    assert main(["--tiny", "--device", "cpu", "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert [r["attention"] for r in rec["rows"]] == list(MODELS) and rec["provenance"]["command"]
+    rope = rec["rows"][0]["tokens_per_second"]
+    for r in rec["rows"]:
+        assert r["steps_timed"] == 2 and r["tokens_per_second"] == pytest.approx(32 / r["seconds_per_step"])
+        assert r["ratio_to_rope"] == pytest.approx(r["tokens_per_second"] / rope)
+    assert rec["rows"][1]["backend"] == "blockwise" and rec["config"]["length"] == 16

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""What a user pays end to end: training tokens per second of one LM with PaTH, PaTH-FoX and RoPE layers.
+
+    PYTHONPATH=. python3 benchmarks/bench_lm_throughput.py --out benchmarks/results/bench_lm_throughput.json   # one GPU
+    PYTHONPATH=. python3 benchmarks/bench_lm_throughput.py --tiny --device cpu --out /tmp/t.json               # smoke test
+
+Each model is ``TinyLM(vocab, d_model, n_layers, n_heads, attention=...)`` (default 8192 x 768 x 12 layers,
+12 heads of 64), trained on random token ids of ``batch x length`` (default 2 x 4096) for a few steps:
+forward, backward and a fused AdamW step under bf16 autocast on a GPU (float32 on a CPU). The time of a
+step is the median of ``--steps`` after ``--warmup`` (CUDA events around each step). RoPE runs on
+PyTorch's default ``scaled_dot_product_attention`` (the baselines' ``backend="auto"`` on CUDA; the SDPA
+backend it dispatched to is read off the kernels it launched and recorded), PaTH and PaTH-FoX on the
+Triton kernels (``backend="triton"``; ``"blockwise"`` on a CPU). The record gives tokens per second and
+each model's ratio to RoPE's, with the peak memory of a step.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.nn.model import TinyLM  # noqa: E402
+
+MODELS = ("rope", "path", "path_fox")
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_model(attention: str, args, device) -> dict:
+    """Median seconds per training step of one fresh model, its tokens per second and peak memory."""
+    kw = {} if attention == "rope" else {"backend": "triton" if device.type == "cuda" else "blockwise"}
+    torch.manual_seed(0)
+    model = TinyLM(args.vocab, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
+                   attention=attention, **kw).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randint(0, args.vocab, (args.batch, args.length), generator=gen, device=device)
+    y = torch.randint(0, args.vocab, (args.batch, args.length), generator=gen, device=device)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast(
+        "cpu", enabled=False)
+
+    def step():
+        with autocast:
+            loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    times = []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    for i in range(args.warmup + args.steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        step()
+        _sync(device)
+        if i >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    sec = sorted(times)[len(times) // 2]
+    peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+    return {"attention": attention, "backend": kw.get("backend", "sdpa (auto)"), "seconds_per_step": sec,
+            "tokens_per_second": args.batch * args.length / sec, "peak_mib": peak, "steps_timed": len(times)}
+
+
+def sdpa_backend(args, device) -> str:
+    """The SDPA backend RoPE's attention dispatched to (from the CUDA kernels of one forward)."""
+    if device.type != "cuda":
+        return "cpu"
+    from bench_path import backend_of
+    from torch.profiler import ProfilerActivity, profile
+    q = torch.randn(args.batch, args.heads, args.length, args.d_model // args.heads, device=device).bfloat16()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        torch.cuda.synchronize()
+    return backend_of([ev.key for ev in prof.key_averages() if (getattr(ev, "self_device_time_total", 0) or 0) > 0])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true", help="tiny sizes (a smoke test on a CPU)")
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--d-model", type=int, default=768)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--length", type=int, default=4096)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.vocab, args.d_model, args.layers, args.heads, args.batch, args.length = 64, 32, 2, 2, 2, 16
+        args.steps, args.warmup = 2, 1
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device: pass --device cpu (with --tiny for a smoke test)")
+        return 2
+    rows = [time_model(a, args, device) for a in MODELS]
+    rope = next(r for r in rows if r["attention"] == "rope")
+    for r in rows:
+        r["ratio_to_rope"] = r["tokens_per_second"] / rope["tokens_per_second"]
+        print(f"{r['attention']:>9} ({r['backend']}): {r['tokens_per_second']:,.0f} tokens/s, "
+              f"{r['ratio_to_rope']:.2f}x RoPE", flush=True)
+    config = {k: getattr(args, k) for k in ("vocab", "d_model", "layers", "heads", "batch", "length", "steps", "warmup")}
+    cmd = "python benchmarks/bench_lm_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_result(args.out, {"config": config, "rows": rows, "rope_sdpa_backend": sdpa_backend(args, device),
+                            "dtype": "bfloat16 autocast" if device.type == "cuda" else "float32"}, command=cmd)
+    print("wrote", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
