@@ -75,7 +75,7 @@ def time_triton(B, H, D, L, gen, flush_every=64, reps=5, config=DEFAULT_CONFIG):
     def period():
         cache._n_old, cache._n_pend = L, 0                  # rewind: the length stays L
         for t in toks:
-            cache.step(*t)
+            cache.step(*t, check_values=False)            # as the layers call it (no sync)
         cache.flush()
     period()                                                # compile
     ms = _events_ms(period, reps) / flush_every
@@ -141,7 +141,7 @@ def precision(steps=32768, D=64, H=2, checkpoints=(1024, 4096, 16384, 32768), se
         w = F.normalize(torch.randn(1, H, D, generator=gen, device="cuda"), dim=-1)
         o_ref = ref.step(q.double(), k.double(), v.double(), w.double(), beta.double(), check_values=False)
         for name, c in stores.items():
-            o = c.step(q, k, v, w, beta)
+            o = c.step(q, k, v, w, beta, check_values=False)
             if t in checkpoints:
                 kr, kc = ref.keys, c.keys.double()
                 rel = ((kc - kr).norm(dim=-1) / kr.norm(dim=-1)).flatten()

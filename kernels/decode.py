@@ -34,14 +34,16 @@ pending transforms to the stored keys). Runs on CUDA, or on the CPU under ``TRIT
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Optional
 
 import torch
 import triton
 import triton.language as tl
 
-from path_lib.validation import check_int, check_scale, check_tensor
+from path_lib.validation import (check_beta_range, check_bool, check_finite, check_int, check_log_gate, check_scale,
+                                 check_tensor, check_unit_rows)
+
+from ._path import _interpret
 
 __all__ = ["TritonPaTHCache", "DecodeConfig", "DEFAULT_CONFIG", "KEY_DTYPES"]
 
@@ -267,10 +269,6 @@ def _check(x, name: str, shape, dtypes=_INPUT_DTYPES) -> None:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
 
 
-def _interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -445,10 +443,8 @@ class TritonPaTHCache:
             return                                          # the fast path: everything as expected
         for name, x, shape, dtypes in (("q_t", q_t, (B, Hq, D), _INPUT_DTYPES), ("k_t", k_t, (B, Hk, D), _INPUT_DTYPES),
                                        ("v_t", v_t, (B, Hk, Dv), _INPUT_DTYPES),
-                                       ("w_t", w_t, (B, Hk, D), (torch.float32,)),
-                                       ("beta_t", beta_t, (B, Hk), (torch.float32,)),
-                                       ("g_t", g_t, (B, Hq), (torch.float32,)),
-                                       ("valid_t", valid_t, (B,), (torch.bool,))):
+                                       ("w_t", w_t, (B, Hk, D), _F32), ("beta_t", beta_t, (B, Hk), _F32),
+                                       ("g_t", g_t, (B, Hq), _F32), ("valid_t", valid_t, (B,), _BOOL)):
             if x is None and name in ("g_t", "valid_t"):
                 continue
             _check(x, name, shape, dtypes)
@@ -459,15 +455,27 @@ class TritonPaTHCache:
             raise ValueError("g_t must be given at every step or at none (the cache was "
                              + ("built with" if self._has_gate else "built without") + " a gate)")
 
-    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None) -> torch.Tensor:
+    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None,
+             check_values: bool = True) -> torch.Tensor:
         """One decoding step: append ``k_t, v_t`` and ``H_t = I - beta_t w_t w_t^T``, attend with ``q_t``.
 
         Args: q_t ``[B, Hq, D]``; k_t, w_t ``[B, Hk, D]``; v_t ``[B, Hk, Dv]``; beta_t ``[B, Hk]``; g_t
         ``[B, Hq]`` or None; valid_t ``[B]`` bool or None (False: a padding token, which transforms
-        nothing, adds no gate and is never attended to). Shapes, dtypes and devices are checked (no
-        values: that would synchronise). Returns ``[B, Hq, Dv]`` in the cache's ``value_dtype``.
+        nothing, adds no gate and is never attended to). Shapes, dtypes and devices are always
+        checked; ``check_values`` also checks values (finite, beta_t in [0, 2], unit w_t, g_t <= 0), a
+        device sync per step: the layers pass False. Everything is checked before the cache changes.
+        Returns ``[B, Hq, Dv]`` in the cache's ``value_dtype``.
         """
+        check_bool(check_values, "check_values")
         self._check_step(q_t, k_t, v_t, w_t, beta_t, g_t, valid_t)
+        if check_values:
+            for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t)):
+                if x is not None:
+                    check_finite(x, name)
+            check_beta_range(beta_t, "beta_t")
+            check_unit_rows(w_t, "w_t")
+            if g_t is not None:
+                check_log_gate(g_t, "g_t")
         scale = self._default_scale if scale is None else check_scale(scale, self.D)
         if self._n_pend == self.flush_every:
             self.flush()

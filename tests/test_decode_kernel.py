@@ -121,6 +121,14 @@ def test_bad_input_gets_named_errors():
         cache.step(q, k, v, w.to(dt if dt != torch.float32 else torch.float16), beta)
     with pytest.raises(ValueError, match="g_t must have shape"):
         cache.step(q, k, v, w, beta, g[:, :1])
+    with pytest.raises(ValueError, match="beta_t must lie in"):
+        cache.step(q, k, v, w, beta + 2)
+    with pytest.raises(ValueError, match="w_t"):
+        cache.step(q, k, v, 2 * w, beta)
+    with pytest.raises(ValueError, match="q_t contains NaN"):
+        cache.step(q * float("nan"), k, v, w, beta)
+    with pytest.raises(TypeError, match="check_values"):
+        cache.step(q, k, v, w, beta, check_values=1)
     assert len(cache) == 0                                 # nothing changed before the errors
 
 

@@ -634,8 +634,8 @@ class PaTHAttention(AttentionLayer):
         cache = state["cache"]
         if isinstance(cache, PaTHCache):
             o = cache.step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
-        else:                                                # the GPU cache checks no values (it never syncs)
-            o = cache.step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t)
+        else:                                                # the GPU cache: no value checks, no sync
+            o = cache.step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
         return self.out(o[:, None].to(x_t.dtype))[:, 0], state
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
