@@ -11,7 +11,10 @@ step is the median of ``--steps`` after ``--warmup`` (CUDA events around each st
 PyTorch's default ``scaled_dot_product_attention`` (the baselines' ``backend="auto"`` on CUDA; the SDPA
 backend it dispatched to is read off the kernels it launched and recorded), PaTH and PaTH-FoX on the
 Triton kernels (``backend="triton"``; ``"blockwise"`` on a CPU). The record gives tokens per second and
-each model's ratio to RoPE's, with the peak memory of a step.
+each model's ratio to RoPE's, with the peak memory of a step. With ``--profile`` one more step of each
+model runs under ``torch.profiler``: the GPU time of that step by kind of kernel (the PaTH kernels,
+attention, matrix products, convolution, optimizer, everything else), the largest kernels, and the
+fraction of the step the GPU was busy (well below 1: the host, not the GPU, sets the pace).
 """
 from __future__ import annotations
 
@@ -30,6 +33,46 @@ from path_lib.experiments.provenance import write_result  # noqa: E402
 from path_lib.nn.model import TinyLM  # noqa: E402
 
 MODELS = ("rope", "path", "path_fox")
+PATH_KERNEL_NAMES = ("_delta_kernel", "_fwd_kernel", "_fwd_inter_kernel", "_bwd_inter_q_kernel",
+                     "_bwd_inter_kv_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_kernel", "_prep_kernel",
+                     "_bwd_block_kernel", "_seg_fwd_kernel", "_seg_bwd_kernel", "_seg_grad_kernel", "_pair_kernel")
+_KINDS = (("attention (SDPA)", ("flash", "fmha", "cudnn", "attention")),
+          ("matrix products", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "matmul")),
+          ("convolution", ("conv",)),
+          ("optimizer", ("adam", "multi_tensor")))
+
+
+def kernel_kind(name: str) -> str:
+    """The kind of a CUDA kernel, from its name (for a step's profile)."""
+    if name.split("(")[0].strip() in PATH_KERNEL_NAMES:
+        return "PaTH kernels"
+    low = name.lower()
+    for kind, keys in _KINDS:
+        if any(k in low for k in keys):
+            return kind
+    return "other (elementwise, reductions, copies)"
+
+
+def profile_step(step, device, top: int = 12) -> dict:
+    """GPU milliseconds of one call of ``step`` by kind of kernel, its ``top`` largest kernels, and the
+    fraction of the step's wall time the GPU spent in kernels."""
+    from torch.profiler import ProfilerActivity, profile
+    _sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        step()
+        _sync(device)
+        wall = time.perf_counter() - t0
+    kernels = [(ev.key, ev.self_device_time_total / 1e3, ev.count) for ev in prof.key_averages()
+               if ev.device_type == torch.autograd.DeviceType.CUDA and (ev.self_device_time_total or 0) > 0]
+    by_kind = {}
+    for name, ms, _ in kernels:
+        by_kind[kernel_kind(name)] = by_kind.get(kernel_kind(name), 0.0) + ms
+    busy = sum(ms for _, ms, _ in kernels)
+    kernels.sort(key=lambda r: -r[1])
+    return {"wall_ms_profiled": wall * 1e3, "gpu_ms": busy, "gpu_busy_fraction": busy / (wall * 1e3),
+            "gpu_ms_by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+            "top_kernels": [{"name": n[:120], "ms": ms, "calls": c} for n, ms, c in kernels[:top]]}
 
 
 def _sync(device):
@@ -69,8 +112,11 @@ def time_model(attention: str, args, device) -> dict:
             times.append(time.perf_counter() - t0)
     sec = sorted(times)[len(times) // 2]
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    return {"attention": attention, "backend": kw.get("backend", "sdpa (auto)"), "seconds_per_step": sec,
-            "tokens_per_second": args.batch * args.length / sec, "peak_mib": peak, "steps_timed": len(times)}
+    row = {"attention": attention, "backend": kw.get("backend", "sdpa (auto)"), "seconds_per_step": sec,
+           "tokens_per_second": args.batch * args.length / sec, "peak_mib": peak, "steps_timed": len(times)}
+    if args.profile and device.type == "cuda":
+        row["profile"] = profile_step(step, device)
+    return row
 
 
 def sdpa_backend(args, device) -> str:
@@ -99,6 +145,8 @@ def main(argv=None):
     ap.add_argument("--length", type=int, default=4096)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="profile one more step of each model (GPU)")
+    ap.add_argument("--models", default=",".join(MODELS), help=f"comma list, 'rope' first (default {','.join(MODELS)})")
     args = ap.parse_args(argv)
     if args.tiny:
         args.vocab, args.d_model, args.layers, args.heads, args.batch, args.length = 64, 32, 2, 2, 2, 16
@@ -107,12 +155,19 @@ def main(argv=None):
     if device.type == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: pass --device cpu (with --tiny for a smoke test)")
         return 2
-    rows = [time_model(a, args, device) for a in MODELS]
+    models = args.models.split(",")
+    if models[0] != "rope" or any(m not in MODELS for m in models):
+        ap.error(f"--models must start with rope and name models of {MODELS}, got {args.models}")
+    rows = [time_model(a, args, device) for a in models]
     rope = next(r for r in rows if r["attention"] == "rope")
     for r in rows:
         r["ratio_to_rope"] = r["tokens_per_second"] / rope["tokens_per_second"]
         print(f"{r['attention']:>9} ({r['backend']}): {r['tokens_per_second']:,.0f} tokens/s, "
               f"{r['ratio_to_rope']:.2f}x RoPE", flush=True)
+        if "profile" in r:
+            pr = r["profile"]
+            print(f"   GPU {pr['gpu_ms']:.1f} ms of a {pr['wall_ms_profiled']:.1f} ms step:",
+                  ", ".join(f"{k} {v:.1f}" for k, v in pr["gpu_ms_by_kind"].items()), flush=True)
     config = {k: getattr(args, k) for k in ("vocab", "d_model", "layers", "heads", "batch", "length", "steps", "warmup")}
     cmd = "python benchmarks/bench_lm_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
     write_result(args.out, {"config": config, "rows": rows, "rope_sdpa_backend": sdpa_backend(args, device),
