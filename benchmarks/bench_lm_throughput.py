@@ -14,7 +14,10 @@ Triton kernels (``backend="triton"``; ``"blockwise"`` on a CPU). The record give
 each model's ratio to RoPE's, with the peak memory of a step. With ``--profile`` one more step of each
 model runs under ``torch.profiler``: the GPU time of that step by kind of kernel (the PaTH kernels,
 attention, matrix products, convolution, optimizer, everything else), the largest kernels, and the
-fraction of the step the GPU was busy (well below 1: the host, not the GPU, sets the pace).
+fraction of the step the GPU was busy (well below 1: the host, not the GPU, sets the pace). With
+``--host-profile`` three more steps run under ``cProfile``: the Python functions with the most host time.
+With ``--cuda-graph`` the whole step (forward, backward, a capturable fused AdamW step) is captured once
+in a CUDA graph and replayed: the host's Python and launch costs drop out, what remains is the GPU's work.
 """
 from __future__ import annotations
 
@@ -53,6 +56,24 @@ def kernel_kind(name: str) -> str:
     return "other (elementwise, reductions, copies)"
 
 
+def host_profile(step, device, steps: int = 3, top: int = 25) -> list:
+    """The ``top`` Python functions by own host time over ``steps`` calls of ``step`` (cProfile; its
+    own overhead inflates every entry, so read the ranking, not the absolute times)."""
+    import cProfile
+    import pstats
+    _sync(device)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    prof.disable()
+    stats = pstats.Stats(prof).stats
+    rows = [{"function": f"{Path(f).name}:{line}:{fn}", "calls": nc // steps, "own_ms": tt / steps * 1e3,
+             "cumulative_ms": ct / steps * 1e3} for (f, line, fn), (_, nc, tt, ct, _) in stats.items()]
+    return sorted(rows, key=lambda r: -r["own_ms"])[:top]
+
+
 def profile_step(step, device, top: int = 12) -> dict:
     """GPU milliseconds of one call of ``step`` by kind of kernel, its ``top`` largest kernels, and the
     fraction of the step's wall time the GPU spent in kernels."""
@@ -80,25 +101,48 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
+def capture(step, opt, warmup: int = 3):
+    """``step`` (forward, backward, optimizer step) captured in a CUDA graph after ``warmup`` eager calls on a
+    side stream (the optimizer's state and the gradients' memory exist by then); returns the replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            opt.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    opt.zero_grad(set_to_none=True)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()                                   # the gradients are written, not accumulated, at each replay
+    return g.replay
+
+
 def time_model(attention: str, args, device) -> dict:
     """Median seconds per training step of one fresh model, its tokens per second and peak memory."""
     kw = {} if attention == "rope" else {"backend": "triton" if device.type == "cuda" else "blockwise"}
     torch.manual_seed(0)
     model = TinyLM(args.vocab, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
                    attention=attention, **kw).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    graph = args.cuda_graph and device.type == "cuda"
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda", capturable=graph)
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randint(0, args.vocab, (args.batch, args.length), generator=gen, device=device)
     y = torch.randint(0, args.vocab, (args.batch, args.length), generator=gen, device=device)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast(
-        "cpu", enabled=False)
+    # a graph replays the casts it captured: autocast must not cache them across steps
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=not graph) if device.type == "cuda" \
+        else torch.autocast("cpu", enabled=False)
 
     def step():
         with autocast:
             loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
-        opt.zero_grad(set_to_none=True)
+        if not graph:
+            opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
+    if graph:
+        step = capture(step, opt)
 
     times = []
     if device.type == "cuda":
@@ -112,10 +156,12 @@ def time_model(attention: str, args, device) -> dict:
             times.append(time.perf_counter() - t0)
     sec = sorted(times)[len(times) // 2]
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    row = {"attention": attention, "backend": kw.get("backend", "sdpa (auto)"), "seconds_per_step": sec,
+    row = {"attention": attention, "backend": kw.get("backend", "sdpa (auto)"), "cuda_graph": graph, "seconds_per_step": sec,
            "tokens_per_second": args.batch * args.length / sec, "peak_mib": peak, "steps_timed": len(times)}
     if args.profile and device.type == "cuda":
         row["profile"] = profile_step(step, device)
+    if args.host_profile:
+        row["host_profile"] = host_profile(step, device)
     return row
 
 
@@ -146,6 +192,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="profile one more step of each model (GPU)")
+    ap.add_argument("--cuda-graph", action="store_true", help="capture each model's step in a CUDA graph (GPU)")
+    ap.add_argument("--host-profile", action="store_true", help="cProfile three more steps of each model")
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma list, 'rope' first (default {','.join(MODELS)})")
     args = ap.parse_args(argv)
     if args.tiny:
@@ -168,7 +216,7 @@ def main(argv=None):
             pr = r["profile"]
             print(f"   GPU {pr['gpu_ms']:.1f} ms of a {pr['wall_ms_profiled']:.1f} ms step:",
                   ", ".join(f"{k} {v:.1f}" for k, v in pr["gpu_ms_by_kind"].items()), flush=True)
-    config = {k: getattr(args, k) for k in ("vocab", "d_model", "layers", "heads", "batch", "length", "steps", "warmup")}
+    config = {k: getattr(args, k) for k in ("vocab", "d_model", "layers", "heads", "batch", "length", "steps", "warmup", "cuda_graph")}
     cmd = "python benchmarks/bench_lm_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
     write_result(args.out, {"config": config, "rows": rows, "rope_sdpa_backend": sdpa_backend(args, device),
                             "dtype": "bfloat16 autocast" if device.type == "cuda" else "float32"}, command=cmd)
