@@ -7,17 +7,18 @@
 Each model is ``TinyLM(vocab, d_model, n_layers, n_heads, attention=...)`` (default 8192 x 768 x 12 layers,
 12 heads of 64), trained on random token ids of ``batch x length`` (default 2 x 4096) for a few steps:
 forward, backward and a fused AdamW step under bf16 autocast on a GPU (float32 on a CPU). The time of a
-step is the median of ``--steps`` after ``--warmup`` (CUDA events around each step). RoPE runs on
+step is the median of ``--steps`` after ``--warmup`` (wall time between synchronisations; the models'
+steps interleaved, so a drift in the host's speed reaches them alike). RoPE runs on
 PyTorch's default ``scaled_dot_product_attention`` (the baselines' ``backend="auto"`` on CUDA; the SDPA
 backend it dispatched to is read off the kernels it launched and recorded), PaTH and PaTH-FoX on the
 Triton kernels (``backend="triton"``; ``"blockwise"`` on a CPU). The record gives tokens per second and
-each model's ratio to RoPE's, with the peak memory of a step. With ``--profile`` one more step of each
+each model's ratio to RoPE's, with the memory a step adds. With ``--profile`` one more step of each
 model runs under ``torch.profiler``: the GPU time of that step by kind of kernel (the PaTH kernels,
 attention, matrix products, convolution, optimizer, everything else), the largest kernels, and the
 fraction of the step the GPU was busy (well below 1: the host, not the GPU, sets the pace). With
 ``--host-profile`` three more steps run under ``cProfile``: the Python functions with the most host time.
-With ``--cuda-graph`` the whole step (forward, backward, a capturable fused AdamW step) is captured once
-in a CUDA graph and replayed: the host's Python and launch costs drop out, what remains is the GPU's work.
+With ``--modes eager,graph`` the whole step (forward, backward, a capturable fused AdamW step) is also captured
+once in a CUDA graph and replayed: the host's Python and launch costs drop out, what remains is the GPU's work.
 """
 from __future__ import annotations
 
@@ -118,13 +119,13 @@ def capture(step, opt, warmup: int = 3):
     return g.replay
 
 
-def time_model(attention: str, args, device) -> dict:
-    """Median seconds per training step of one fresh model, its tokens per second and peak memory."""
+def make_step(attention: str, args, device, graph: bool):
+    """One fresh model's training step (forward, backward, fused AdamW) on fixed random tokens; with
+    ``graph`` captured in a CUDA graph and returned as its replay. Returns ``(step, backend)``."""
     kw = {} if attention == "rope" else {"backend": "triton" if device.type == "cuda" else "blockwise"}
     torch.manual_seed(0)
     model = TinyLM(args.vocab, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
                    attention=attention, **kw).to(device)
-    graph = args.cuda_graph and device.type == "cuda"
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda", capturable=graph)
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randint(0, args.vocab, (args.batch, args.length), generator=gen, device=device)
@@ -141,28 +142,43 @@ def time_model(attention: str, args, device) -> dict:
         loss.backward()
         opt.step()
 
-    if graph:
-        step = capture(step, opt)
+    return (capture(step, opt) if graph else step), kw.get("backend", "sdpa (auto)")
 
-    times = []
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+
+def time_models(names, args, device, graph: bool) -> list:
+    """Median seconds per step of each model, the models' steps interleaved (round ``i`` times one step of
+    every model, so a drift in the host's speed during the run reaches every model alike), with tokens
+    per second and the memory one step adds to what is allocated before it."""
+    steps = {a: make_step(a, args, device, graph) for a in names}
+    times = {a: [] for a in names}
     for i in range(args.warmup + args.steps):
-        _sync(device)
-        t0 = time.perf_counter()
-        step()
-        _sync(device)
-        if i >= args.warmup:
-            times.append(time.perf_counter() - t0)
-    sec = sorted(times)[len(times) // 2]
-    peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    row = {"attention": attention, "backend": kw.get("backend", "sdpa (auto)"), "cuda_graph": graph, "seconds_per_step": sec,
-           "tokens_per_second": args.batch * args.length / sec, "peak_mib": peak, "steps_timed": len(times)}
-    if args.profile and device.type == "cuda":
-        row["profile"] = profile_step(step, device)
-    if args.host_profile:
-        row["host_profile"] = host_profile(step, device)
-    return row
+        for a, (step, _) in steps.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            step()
+            _sync(device)
+            if i >= args.warmup:
+                times[a].append(time.perf_counter() - t0)
+    rows = []
+    for a, (step, backend) in steps.items():
+        sec = sorted(times[a])[len(times[a]) // 2]
+        row = {"attention": a, "backend": backend, "cuda_graph": graph, "seconds_per_step": sec,
+               "tokens_per_second": args.batch * args.length / sec, "steps_timed": len(times[a])}
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            before = torch.cuda.memory_allocated(device)
+            step()
+            _sync(device)
+            row["step_peak_mib"] = (torch.cuda.max_memory_allocated(device) - before) / 2**20
+        if args.profile and device.type == "cuda" and not graph:
+            row["profile"] = profile_step(step, device)
+        if args.host_profile and not graph:
+            row["host_profile"] = host_profile(step, device)
+        rows.append(row)
+    rope = rows[0]["tokens_per_second"]
+    for r in rows:
+        r["ratio_to_rope"] = r["tokens_per_second"] / rope
+    return rows
 
 
 def sdpa_backend(args, device) -> str:
@@ -192,7 +208,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="profile one more step of each model (GPU)")
-    ap.add_argument("--cuda-graph", action="store_true", help="capture each model's step in a CUDA graph (GPU)")
+    ap.add_argument("--modes", default="eager", help="comma list of eager, graph (each step captured in a CUDA graph)")
     ap.add_argument("--host-profile", action="store_true", help="cProfile three more steps of each model")
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma list, 'rope' first (default {','.join(MODELS)})")
     args = ap.parse_args(argv)
@@ -206,17 +222,20 @@ def main(argv=None):
     models = args.models.split(",")
     if models[0] != "rope" or any(m not in MODELS for m in models):
         ap.error(f"--models must start with rope and name models of {MODELS}, got {args.models}")
-    rows = [time_model(a, args, device) for a in models]
-    rope = next(r for r in rows if r["attention"] == "rope")
+    modes = args.modes.split(",")
+    if any(m not in ("eager", "graph") for m in modes) or ("graph" in modes and device.type != "cuda"):
+        ap.error(f"--modes must be a comma list of eager and graph (graph on a GPU only), got {args.modes}")
+    rows = []
+    for mode in modes:
+        rows += time_models(models, args, device, graph=mode == "graph")
     for r in rows:
-        r["ratio_to_rope"] = r["tokens_per_second"] / rope["tokens_per_second"]
-        print(f"{r['attention']:>9} ({r['backend']}): {r['tokens_per_second']:,.0f} tokens/s, "
-              f"{r['ratio_to_rope']:.2f}x RoPE", flush=True)
+        print(f"{r['attention']:>9} ({r['backend']}, {'CUDA graph' if r['cuda_graph'] else 'eager'}): "
+              f"{r['tokens_per_second']:,.0f} tokens/s, {r['ratio_to_rope']:.2f}x RoPE", flush=True)
         if "profile" in r:
             pr = r["profile"]
             print(f"   GPU {pr['gpu_ms']:.1f} ms of a {pr['wall_ms_profiled']:.1f} ms step:",
                   ", ".join(f"{k} {v:.1f}" for k, v in pr["gpu_ms_by_kind"].items()), flush=True)
-    config = {k: getattr(args, k) for k in ("vocab", "d_model", "layers", "heads", "batch", "length", "steps", "warmup", "cuda_graph")}
+    config = {k: getattr(args, k) for k in ("vocab", "d_model", "layers", "heads", "batch", "length", "steps", "warmup", "modes")}
     cmd = "python benchmarks/bench_lm_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
     write_result(args.out, {"config": config, "rows": rows, "rope_sdpa_backend": sdpa_backend(args, device),
                             "dtype": "bfloat16 autocast" if device.type == "cuda" else "float32"}, command=cmd)

@@ -47,5 +47,19 @@ def test_lm_throughput_script_runs_tiny_on_the_cpu(tmp_path):
     rope = rec["rows"][0]["tokens_per_second"]
     for r in rec["rows"]:
         assert r["steps_timed"] == 2 and r["tokens_per_second"] == pytest.approx(32 / r["seconds_per_step"])
+        assert r["cuda_graph"] is False
         assert r["ratio_to_rope"] == pytest.approx(r["tokens_per_second"] / rope)
     assert rec["rows"][1]["backend"] == "blockwise" and rec["config"]["length"] == 16
+    assert rec["config"]["modes"] == "eager"
+
+
+def test_lm_throughput_script_sorts_kernels_by_kind_and_refuses_bad_modes():
+    """The step profile's kinds come from the kernels' names; a graph needs a GPU; rope comes first."""
+    from benchmarks.bench_lm_throughput import PATH_KERNEL_NAMES, kernel_kind, main
+    assert {kernel_kind(n) for n in PATH_KERNEL_NAMES} == {"PaTH kernels"}
+    assert kernel_kind("cudnn_generated_fort_native_sdpa_sm90_flash_bprop") == "attention (SDPA)"
+    assert kernel_kind("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_NNT") == "matrix products"
+    assert kernel_kind("void at::native::bfloat16_copy_kernel_cuda") == "other (elementwise, reductions, copies)"
+    for bad in (["--modes", "graph"], ["--modes", "lazy"], ["--models", "path,rope"]):
+        with pytest.raises(SystemExit):
+            main(["--tiny", "--device", "cpu", "--out", "/dev/null", *bad])
