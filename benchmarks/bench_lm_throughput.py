@@ -116,7 +116,11 @@ def capture(step, opt, warmup: int = 3):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         step()                                   # the gradients are written, not accumulated, at each replay
-    return g.replay
+
+    def replay():
+        g.replay()
+    replay.captured = step
+    return replay
 
 
 def make_step(attention: str, args, device, graph: bool):
