@@ -168,7 +168,7 @@ def time_models(names, args, device, graph: bool) -> list:
         sec = sorted(times[a])[len(times[a]) // 2]
         row = {"attention": a, "backend": backend, "cuda_graph": graph, "seconds_per_step": sec,
                "tokens_per_second": args.batch * args.length / sec, "steps_timed": len(times[a])}
-        if device.type == "cuda":
+        if device.type == "cuda" and not graph:      # a graph's memory is its pool, held from the capture on
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)
             step()

@@ -42,3 +42,15 @@ def test_readme_decode_table_is_the_records():
     p = {name: pts[-1]["key_rel_err_median"] for name, pts in rec["precision"]["rows"].items()}
     assert f"{p['fp32 store, flush every 64']:.0e}".replace("e-06", "e-6") in text
     assert f"{100 * p['bf16 store, flush every 64']:.1f}% in bfloat16" in text
+
+
+def test_readme_lm_table_is_the_records():
+    """The end-to-end training table and its sentence are the current record's (RECORDS['lm_throughput'])."""
+    from path_lib.book.speed import lm_throughput_tables
+    rec = json.loads((ROOT / "benchmarks" / "results" / "bench_lm_throughput.json").read_text())
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- lm-table -->\n(.*?)\n<!-- /lm-table -->", text, re.S)
+    assert block, "README.md lost its <!-- lm-table --> block"
+    table, _, summary = lm_throughput_tables(rec)
+    assert block.group(1).strip() == table
+    assert summary in text

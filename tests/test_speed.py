@@ -331,3 +331,29 @@ def test_decode_tables_count_the_cells_within_the_target():
     assert "| 32 | 4,096 | 300 | 100 (cudnn) | 3.00 |" in lines[3]
     assert prec.splitlines()[2] == "| fp32 | 1.0e-06 |" and "after 10 steps" in prec
     assert summary.startswith("1 of 2 cells are within 2x of SDPA; not batch 32 at 4,096 (3.00x, host 100 against 50")
+
+
+def test_lm_throughput_tables_report_ratios_gpu_time_and_the_target():
+    """Rows per model and mode, the memory only for eager steps, the GPU time by kind with the attention kernels
+    merged into one column, and a sentence whose verdict follows the ratios."""
+    def row(att, graph, sec, ratio, gpu=None):
+        r = {"attention": att, "cuda_graph": graph, "seconds_per_step": sec, "tokens_per_second": 8192 / sec,
+             "ratio_to_rope": ratio, "step_peak_mib": 0.0 if graph else 1000.0}
+        if gpu:
+            r["profile"] = {"gpu_ms": sum(gpu.values()), "gpu_ms_by_kind": gpu}
+        return r
+    rec = {"rope_sdpa_backend": "cudnn", "rows": [
+        row("rope", False, 0.040, 1.0, {"attention (SDPA)": 6.0, "matrix products": 14.0}),
+        row("path", False, 0.050, 0.8, {"PaTH kernels": 12.0, "matrix products": 15.0, "convolution": 2.0}),
+        row("rope", True, 0.030, 1.0), row("path", True, 0.040, 0.75)]}
+    table, gpu, summary = speed.lm_throughput_tables(rec)
+    lines = table.splitlines()
+    assert lines[2] == "| RoPE | SDPA (cudnn) | eager | 204,800 | 40.0 | 1.00 | 1,000 |"
+    assert lines[5] == "| PaTH | Triton kernels | CUDA graph | 204,800 | 40.0 | 0.75 | - |"
+    g = gpu.splitlines()
+    assert g[0] == "| model | attention kernels | matrix products | convolution | GPU in all | GPU busy |"
+    assert g[2] == "| RoPE | 6.0 | 14.0 | 0.0 | 20.0 | 50% |" and g[3] == "| PaTH | 12.0 | 15.0 | 2.0 | 29.0 | 58% |"
+    assert summary.startswith("Against RoPE's tokens per second, PaTH trains at 0.75x with the step in a CUDA graph "
+                              "and at 0.80x eager: the target of 0.8x is not met.")
+    assert "the PaTH kernels take 12.0 ms where SDPA takes 6.0 ms" in summary
+    assert "is met" in speed.lm_throughput_tables(rec, target=0.7)[2]

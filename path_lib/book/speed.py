@@ -49,7 +49,8 @@ __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SH
            "repeat_check", "PHASE_GROUPS", "phase_of", "phase_ms", "phase_groups", "unmapped_kernels", "phase_table",
            "group_table",
            "compile_summary", "compile_table", "launcher_config", "t4_floors", "agrees",
-           "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor", "decode_tables"]
+           "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor", "decode_tables",
+           "lm_throughput_tables", "LM_NAMES"]
 
 #: method key in the record -> (label, colour, line style, marker). ``sdpa``'s label gets its backend.
 METHODS = {
@@ -979,3 +980,56 @@ def decode_tables(rec: dict, *, target: float = 2.0) -> Tuple[str, str, str]:
             f"batch {r['batch']} at {r['length']:,} ({r['ratio_to_sdpa']:.2f}x, host {1e3 * r['triton_host_ms']:.0f} "
             f"against {1e3 * r['sdpa_host_ms']:.0f} us per step)" for r in slow)
     return "\n".join(speed_md), "\n".join(prec_md), summary + "."
+
+
+# ----------------------------------------------------------------------------------------------
+# a training step end to end: benchmarks/bench_lm_throughput.py's record
+# ----------------------------------------------------------------------------------------------
+
+LM_NAMES = {"rope": "RoPE", "path": "PaTH", "path_fox": "PaTH-FoX"}
+
+
+def lm_throughput_tables(rec: dict, *, target: float = 0.8) -> Tuple[str, Optional[str], str]:
+    """The end-to-end record (``RECORDS["lm_throughput"]``) as ``(throughput table, GPU-time table or None,
+    summary sentence)``.
+
+    Throughput: one row per model and mode (eager; the step captured in a CUDA graph), tokens per second,
+    ms per step, the ratio to RoPE's tokens per second in the same mode and, eager, the memory a step adds.
+    GPU time (eager rows with a profile): ms per step by kind of kernel and the fraction of the unprofiled
+    step the GPU was busy. The sentence gives PaTH's and PaTH-FoX's ratios in both modes against ``target``
+    and the attention kernels' GPU time against SDPA's."""
+    rows = rec["rows"]
+    md = ["| model | attention runs on | mode | tokens / s | ms per step | x RoPE | memory a step adds (MiB) |",
+          "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mem = f"{r['step_peak_mib']:,.0f}" if r.get("step_peak_mib") and not r["cuda_graph"] else "-"
+        backend = f"SDPA ({rec['rope_sdpa_backend']})" if r["attention"] == "rope" else "Triton kernels"
+        md.append(f"| {LM_NAMES[r['attention']]} | {backend} | {'CUDA graph' if r['cuda_graph'] else 'eager'} | "
+                  f"{r['tokens_per_second']:,.0f} | {1e3 * r['seconds_per_step']:.1f} | {r['ratio_to_rope']:.2f} | {mem} |")
+    prof = [r for r in rows if not r["cuda_graph"] and r.get("profile")]
+    att = ("attention (SDPA)", "PaTH kernels")
+    gpu_md = None
+    if prof:
+        kinds = [k for k in dict.fromkeys(k for r in prof for k in r["profile"]["gpu_ms_by_kind"]) if k not in att]
+        lines = ["| model | attention kernels | " + " | ".join(kinds) + " | GPU in all | GPU busy |",
+                 "|---|" + "---|" * (len(kinds) + 3)]
+        for r in prof:
+            by = r["profile"]["gpu_ms_by_kind"]
+            lines.append(f"| {LM_NAMES[r['attention']]} | {sum(by.get(k, 0.0) for k in att):.1f} | "
+                         + " | ".join(f"{by.get(k, 0.0):.1f}" for k in kinds)
+                         + f" | {r['profile']['gpu_ms']:.1f} | {r['profile']['gpu_ms'] / (1e3 * r['seconds_per_step']):.0%} |")
+        gpu_md = "\n".join(lines)
+    parts = []
+    for graph in (True, False):
+        got = {r["attention"]: r["ratio_to_rope"] for r in rows if r["cuda_graph"] == graph}
+        if "path" in got:
+            parts.append(f"{got['path']:.2f}x" + (f" (PaTH-FoX {got['path_fox']:.2f}x)" if "path_fox" in got else "")
+                         + (" with the step in a CUDA graph" if graph else " eager"))
+    ratios = [r["ratio_to_rope"] for r in rows if r["attention"] != "rope"]
+    summary = (f"Against RoPE's tokens per second, PaTH trains at {' and at '.join(parts)}: the target of {target:g}x is "
+               f"{'met' if all(x >= target for x in ratios) else 'not met'}")
+    by = {r["attention"]: r["profile"]["gpu_ms_by_kind"] for r in prof}
+    if "path" in by and "rope" in by:
+        summary += (f". Of the GPU time per step, the PaTH kernels take {by['path'].get('PaTH kernels', 0.0):.1f} ms "
+                    f"where SDPA takes {by['rope'].get('attention (SDPA)', 0.0):.1f} ms in the RoPE model")
+    return "\n".join(md), gpu_md, summary + "."
