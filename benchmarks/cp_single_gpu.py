@@ -5,13 +5,17 @@
 A process group of world size 1 (NCCL by default) is set up on this machine; then for bf16 and float32,
 with and without the gate, grouped-query heads, and a length that is not a multiple of the block:
 
-* ``context_parallel_path_attention`` (world size 1: the rank's local blockwise scan and the cross-rank
-  checks), ``chunked_path_attention`` with 2 and 4 chunks (every rank's computation of a 2- and a 4-rank
-  run, side by side on this GPU) and the Triton kernels (``path_lib.kernels.path_attention``), outputs and the six
-  gradients, each against ``path_attention(impl="blockwise")`` in float64 fed the same rounded inputs
-  (error ``||x - ref|| / ||ref||``);
+* ``context_parallel_path_attention`` (world size 1, the cross-rank checks included) with each local
+  implementation (``impl="blockwise"``: the PyTorch scan; ``impl="triton"``: the kernels for the chunk's
+  own keys), ``chunked_path_attention`` with 2 and 4 chunks and each implementation (every rank's
+  computation of a 2- and a 4-rank run, side by side on this GPU: with ``triton`` the earlier chunks'
+  part in PyTorch merged with the kernels' by log-sum-exp, forward and backward) and the Triton kernels
+  (``path_lib.kernels.path_attention``) alone, outputs and the six gradients, each against
+  ``path_attention(impl="blockwise")`` in float64 fed the same rounded inputs (error ``||x - ref|| / ||ref||``);
+  the blockwise forms are left out of the long case (``LONG``), whose time they would dominate;
 * the autograd all-gather on this group (forward a copy, backward the reduce-scatter / all-reduce);
-* forward + backward times of the context-parallel call and of the kernels (CUDA events, median of 5).
+* forward + backward times (CUDA events, median of 5) of the context-parallel call with the kernels,
+  of the 4-chunk kernel path and of the kernels alone (and of the blockwise call on the short cases).
 
 Writes a JSON record with provenance and exits 1 if any error is above its dtype's tolerance. Without a
 CUDA device it exits with status 2 and one line saying so, before touching anything.
@@ -36,7 +40,10 @@ CASES = [
     ("gqa_gate_T1000_D64", dict(B=2, T=1000, Hq=8, Hk=2, D=64, gate=True)),
     ("no_gate_T2048_D64", dict(B=1, T=2048, Hq=4, Hk=4, D=64, gate=False)),
     ("gate_T1024_D128", dict(B=1, T=1024, Hq=4, Hk=2, D=128, gate=True)),
+    ("gate_T16384_D64", dict(B=1, T=16384, Hq=8, Hk=8, D=64, gate=True)),
 ]
+#: cases where only the kernel forms run (the blockwise scan's Python loop over block pairs is too slow)
+LONG = {"gate_T16384_D64"}
 
 
 def parse_args(argv=None):
@@ -91,20 +98,26 @@ def check_case(name, spec, dtype, gen, device="cuda", timing=True):
     ref = grads_of(lambda *a: path_attention(*a, impl="blockwise"),            # float64 leaves: float64 grads
                    [None if x is None else x.double() for x in xs], do.double())
     methods = {
-        "context_parallel": lambda *a: context_parallel_path_attention(*a),
+        "context_parallel": lambda *a: context_parallel_path_attention(*a, impl="blockwise"),
+        "context_parallel_kernels": lambda *a: context_parallel_path_attention(*a, impl="triton"),
         "chunked_2": lambda *a: chunked_path_attention(*a, n_chunks=2),
         "chunked_4": lambda *a: chunked_path_attention(*a, n_chunks=4),
+        "chunked_2_kernels": lambda *a: chunked_path_attention(*a, n_chunks=2, impl="triton"),
+        "chunked_4_kernels": lambda *a: chunked_path_attention(*a, n_chunks=4, impl="triton"),
         "kernels": lambda *a: kernels.path_attention(*a),
     }
+    if name in LONG:
+        methods = {m: fn for m, fn in methods.items() if m.endswith("kernels")}
     rec = {"name": f"{name}_{str(dtype)[6:]}", "dtype": str(dtype)[6:], **spec, "errors": {}, "ms_fwd_bwd": {}}
     for mname, fn in methods.items():
-        if mname.startswith("chunked") and spec["T"] % int(mname[-1]):
+        if mname.startswith("chunked") and spec["T"] % int(mname.split("_")[1]):
             continue
         got = grads_of(fn, xs, do)
         rec["errors"][mname] = {n: rel(a, b) for n, a, b in zip(NAMES, got, ref) if b is not None}
         del got
-    for mname in ("context_parallel", "kernels") if timing else ():
-        rec["ms_fwd_bwd"][mname] = time_ms(methods[mname], xs, do)
+    for mname in ("context_parallel", "context_parallel_kernels", "chunked_4_kernels", "kernels") if timing else ():
+        if mname in rec["errors"]:
+            rec["ms_fwd_bwd"][mname] = time_ms(methods[mname], xs, do)
     rec["ok"] = all(e <= TOL[dtype] for errs in rec["errors"].values() for e in errs.values())
     return rec
 

@@ -69,13 +69,18 @@ from typing import Dict, Optional
 
 import torch
 
-from .validation import (check_block_size, check_bool, check_int, check_path_params, check_qkv, check_scale,
-                         dtype_name as _name_dtype)
+from .validation import (check_block_size, check_bool, check_choice, check_int, check_path_params, check_qkv,
+                         check_scale, dtype_name as _name_dtype)
 from .reference.householder import (_block_product, _boundary_adjusted_keys, _boundary_adjusted_queries,
                                     _ut_transform)
 
 __all__ = ["context_parallel_path_attention", "chunked_path_attention", "context_parallel_costs",
-           "summary_numel", "run_gloo_group", "self_check_rank"]
+           "summary_numel", "run_gloo_group", "self_check_rank", "CP_IMPLS"]
+
+#: local work of a chunk: "blockwise" (the PyTorch scan, any device and dtype), "triton" (the kernels for
+#: the chunk's own keys, PyTorch for the earlier chunks'), "auto" (triton on CUDA when the kernels fit and
+#: are GPU-verified, else blockwise)
+CP_IMPLS = ("auto", "blockwise", "triton")
 
 _DTYPE_CODES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4}
 _FIELDS = ("B", "T_local", "Hq", "Hk", "D", "Dv", "has_g", "dtype", "scale", "grad", "valid")
@@ -217,17 +222,154 @@ def _unpack(flat, B, L, Hq, Hk, D, Dv, gate):
 
 
 # ----------------------------------------------------------------------------------------------
+# the kernel path: the chunk's own keys on the Triton kernels, the earlier chunks' in PyTorch
+# ----------------------------------------------------------------------------------------------
+
+def _resolve_impl(impl: str, q: torch.Tensor, v: torch.Tensor) -> str:
+    """``"blockwise"`` or ``"triton"`` for ``impl`` (one of ``CP_IMPLS``) on these inputs; a named error
+    when ``"triton"`` is asked for and the kernels cannot run them."""
+    check_choice(impl, "impl", CP_IMPLS)
+    if impl == "blockwise" or (impl == "auto" and not q.is_cuda):
+        return "blockwise"
+    try:
+        import path_lib.kernels as kernels
+        from path_lib.kernels.context import chunk_unfit
+    except ImportError as e:
+        if impl == "triton":
+            raise ValueError(f"impl='triton': the kernels cannot be imported ({e})") from e
+        return "blockwise"
+    why = chunk_unfit(q, v)
+    if impl == "triton":
+        if why:
+            raise ValueError(f"impl='triton': {why}; use impl='blockwise'")
+        return "triton"
+    return "triton" if why is None and kernels.GPU_VERIFIED else "blockwise"
+
+
+def _queries_to_start(loc: "_Local") -> torch.Tensor:
+    """The chunk's queries moved to its start, ``q_i^T H_i ... H_0`` (local indices), ``[B, Hq, L, D]``:
+    per block the queries moved to the block's start (UT form), then across the earlier blocks at once by
+    their running product ``M_b = A_{b-1} ... A_0`` (``A_b = I - W_b^T T_b W_b``, ``D x D``)."""
+    r = lambda x: _repeat(x, loc.n_rep)                 # noqa: E731
+    out, M = [], None
+    for (s, e), Tb in zip(loc.spans, loc.Ts):
+        Wb = loc.w[:, :, s:e]
+        moved = _boundary_adjusted_queries(loc.q[:, :, s:e], r(Wb), r(Tb))
+        out.append(moved if M is None else moved @ r(M))
+        A = _block_product(Wb, loc.beta[:, :, s:e], Tb)
+        M = A if M is None else A @ M
+    return torch.cat(out, dim=2)
+
+
+def _row_blocks(n: int, B: int, Hq: int, L: int, budget: int = 2 ** 25):
+    """Query-row spans whose ``[B, Hq, rows, L]`` logits stay under ``budget`` elements."""
+    rows = max(16, budget // max(1, B * Hq * L))
+    return [(a, min(a + rows, n)) for a in range(0, n, rows)]
+
+
+def _earlier_pass(Q, Gq, earlier, scale, n_rep, stats=None):
+    """Queries at the chunk's start ``Q [B, Hq, n, D]`` (gate cumsums ``Gq [B, Hq, n]`` or None) over the
+    earlier chunks ``c = r-1, ..., 0`` (``earlier[c] = (K->_c, V_c, P_c, G_c)``, key heads; gates in query heads).
+    Without ``stats``: ``(o [B, Hq, n, Dv], lse [B, Hq, n])`` of that part alone (online softmax). With
+    ``stats = (lse, delta, do)`` of the merged output: the scalar ``sum p (do . v - delta)``, ``p = exp(s -
+    lse)``, whose gradient in every input is this part's share of the true gradient."""
+    m = l = acc = gap = None
+    sur = Q.new_zeros(())
+    for c in range(len(earlier) - 1, -1, -1):
+        K, V, P, Gc = earlier[c]
+        K, V = _repeat(K, n_rep), _repeat(V, n_rep)
+        logits = scale * (Q @ K.transpose(-1, -2))
+        if Gq is not None:
+            gap = Gc[:, :, -1] if gap is None else gap + Gc[:, :, -1]
+            logits = logits + (Gq + gap[..., None])[..., None] - Gc[:, :, None, :]
+        if stats is not None:
+            lse, delta, do = stats
+            sur = sur + (torch.exp(logits - lse[..., None]) * (do @ V.transpose(-1, -2) - delta[..., None])).sum()
+        elif m is None:
+            m = logits.amax(dim=-1)
+            p = torch.exp(logits - m[..., None])
+            l, acc = p.sum(dim=-1), p @ V
+        else:
+            m, l, acc = _online(m, l, acc, logits, V)
+        if c:
+            Q = Q @ _repeat(P, n_rep)
+    return sur if stats is not None else (acc / l[..., None], m + torch.log(l))
+
+
+class _KernelChunk(torch.autograd.Function):
+    """One chunk's output: its own keys by the kernels (:mod:`path_lib.kernels.context`), the earlier
+    chunks' from their summaries in PyTorch, merged by log-sum-exp. Backward: the kernels' backward and
+    the earlier part's surrogate, both from the merged output and log-sum-exp.
+
+    Inputs: q ``[B, L, Hq, D]``, k, v, w ``[B, L, Hk, D]``, beta ``[B, L, Hk]``, G ``[B, L, Hq]`` (local gate
+    cumsum) or None, ``Qh [B, Hq, L, D]`` the queries at the chunk's start, ``rows [R, n]`` the gathered
+    summaries (rows ``0 .. rank-1`` read) or None, ``meta = (scale, rank, unpack arguments, n_rep)``."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, w, beta, G, Qh, rows, meta):
+        from path_lib.kernels.context import chunk_forward
+        scale, rank, shape, n_rep = meta
+        o, lse, state = chunk_forward(q, k, v, w, beta, G, scale)
+        if rows is not None and rank > 0:
+            earlier = [_unpack(rows[s], *shape) for s in range(rank)]
+            Gh = None if G is None else G.transpose(1, 2)
+            B, L, Hq = q.shape[:3]
+            parts = [_earlier_pass(Qh[:, :, a:b], None if Gh is None else Gh[:, :, a:b], earlier, scale, n_rep)
+                     for a, b in _row_blocks(L, B, Hq, L)]
+            o_e, lse_e = torch.cat([p[0] for p in parts], 2), torch.cat([p[1] for p in parts], 2)
+            lse_m = torch.logaddexp(lse, lse_e)
+            o = (o.float().transpose(1, 2) * torch.exp(lse - lse_m)[..., None]
+                 + o_e * torch.exp(lse_e - lse_m)[..., None]).transpose(1, 2).to(q.dtype)
+            lse = lse_m
+        ctx.state, ctx.meta = state, meta
+        ctx.save_for_backward(Qh, G, rows, o, lse)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        from path_lib.kernels.context import chunk_backward
+        Qh, G, rows, o, lse = ctx.saved_tensors
+        scale, rank, shape, n_rep = ctx.meta
+        dq, dk, dv, dw, db, dG = chunk_backward(ctx.state, o, lse, do)
+        dQh = drows = None
+        if rows is not None and rank > 0:
+            do_h, o_h = do.float().transpose(1, 2), o.float().transpose(1, 2)
+            delta = (do_h * o_h).sum(-1)
+            B, Hq, L = delta.shape
+            with torch.enable_grad():
+                Qh_l, rows_l = Qh.detach().requires_grad_(), rows.detach().requires_grad_()
+                G_l = None if G is None else G.detach().requires_grad_()
+                for a, b in _row_blocks(L, B, Hq, L):
+                    earlier = [_unpack(rows_l[s], *shape) for s in range(rank)]
+                    Gq = None if G_l is None else G_l.transpose(1, 2)[:, :, a:b]
+                    _earlier_pass(Qh_l[:, :, a:b], Gq, earlier, scale, n_rep,
+                                  stats=(lse[:, :, a:b], delta[:, :, a:b], do_h[:, :, a:b])).backward()
+            dQh, drows = Qh_l.grad, rows_l.grad
+            if G_l is not None:
+                dG = dG + G_l.grad
+        return dq, dk, dv, dw, db, dG, dQh, drows, None
+
+
+def _kernel_output(loc: "_Local", q, k, v, w, beta, scale, rows, rank, shape) -> torch.Tensor:
+    """This chunk's output ``[B, L, Hq, Dv]`` (q's dtype) on the kernel path."""
+    G = None if loc.G is None else loc.G.transpose(1, 2)
+    Qh = _queries_to_start(loc) if rows is not None and rank > 0 else None
+    return _KernelChunk.apply(q, k, v, w, beta, G, Qh, rows, (scale, rank, shape, loc.n_rep))
+
+
+# ----------------------------------------------------------------------------------------------
 # single process: the same per-chunk computation with the chunks side by side
 # ----------------------------------------------------------------------------------------------
 
 def chunked_path_attention(q, k, v, w, beta, g=None, *, n_chunks: int, scale=None, block_size: int = 64,
-                           check_values: bool = True) -> torch.Tensor:
+                           check_values: bool = True, impl: str = "blockwise") -> torch.Tensor:
     """PaTH attention computed as ``n_chunks`` context-parallel ranks would, in one process.
 
     The sequence (shapes as :func:`path_lib.reference.attention.path_attention`, ``T`` a multiple of ``n_chunks``)
     is cut into contiguous chunks; each chunk's summary is formed on its own, and each chunk's output
     from its own inputs and the earlier chunks' summaries only, by the code that
-    :func:`context_parallel_path_attention` runs on each rank. Returns ``[B, T, Hq, Dv]`` in q's dtype.
+    :func:`context_parallel_path_attention` runs on each rank (``impl`` as there: ``"triton"`` runs the kernel
+    path's merge of statistics on one GPU). Returns ``[B, T, Hq, Dv]`` in q's dtype.
     """
     check_int(n_chunks, "n_chunks", minimum=1)
     check_block_size(block_size)
@@ -241,8 +383,14 @@ def chunked_path_attention(q, k, v, w, beta, g=None, *, n_chunks: int, scale=Non
     if L == 0:
         return q.new_zeros(B, 0, Hq, v.shape[-1])
     cut = lambda x, c: None if x is None else x[:, c * L:(c + 1) * L]   # noqa: E731
+    impl = _resolve_impl(impl, q, v)
     ranks = [_Local(*(cut(x, c) for x in (q, k, v, w, beta, g)), block_size) for c in range(n_chunks)]
     summaries = [loc.summary() for loc in ranks]
+    if impl == "triton":
+        rows = torch.stack([_pack(sm) for sm in summaries]) if n_chunks > 1 else None
+        shape = (B, L, Hq, Hk, D, v.shape[3], g is not None)
+        return torch.cat([_kernel_output(loc, *(cut(x, c) for x in (q, k, v, w, beta)), scale, rows, c, shape)
+                          for c, loc in enumerate(ranks)], dim=1)
     outs = [loc.output(scale, summaries[:c]) for c, loc in enumerate(ranks)]
     return torch.cat(outs, dim=2).transpose(1, 2).to(q.dtype)
 
@@ -363,7 +511,8 @@ def _agree(rows: torch.Tensor, rank: int, own_error: Optional[BaseException]):
 
 
 def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, group=None, block_size: int = 64,
-                                    check_values: bool = True, check_ranks: bool = True) -> torch.Tensor:
+                                    check_values: bool = True, check_ranks: bool = True,
+                                    impl: str = "auto") -> torch.Tensor:
     """Causal PaTH attention (PaTH-FoX with ``g``) of a sequence split across the ranks of ``group``.
 
     Rank ``r`` of ``R`` holds tokens ``[r L, (r + 1) L)``; every rank calls this with its own chunk.
@@ -379,6 +528,10 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
         check_values: also check values locally (finite, beta range, unit w, g <= 0).
         check_ranks: agree on shapes and validity across ranks before any data moves (see the module
             docstring); False skips that collective.
+        impl: the local work (``CP_IMPLS``): ``"blockwise"`` the PyTorch scan; ``"triton"`` the kernels for the
+            chunk's own keys (q in float16 / bfloat16 / float32, ``D`` in 32 / 64 / 128, ``Dv = D``, CUDA or
+            ``TRITON_INTERPRET=1``) and PyTorch for the earlier chunks'; ``"auto"`` triton on CUDA when the
+            kernels fit and are GPU-verified (``path_lib.kernels.GPU_VERIFIED``), else blockwise.
     Returns:
         ``[B, L, Hq, Dv]``: this rank's rows of the output, in q's dtype (computed in float64 for float64
         q, else float32), differentiable in q, k, v, w, beta and g; gradients reach the other ranks'
@@ -393,6 +546,7 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
         B, L, Hq, Hk, D = check_qkv(q, k, v, finite=check_values)
         check_path_params(q, k, w, beta, g, check_values=check_values)
         scale = check_scale(scale, D)
+        impl = _resolve_impl(impl, q, v)
     except (TypeError, ValueError) as e:
         if not check_ranks:
             raise
@@ -407,6 +561,13 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
     if L == 0:
         return q.new_zeros(B, 0, Hq, Dv)
     loc = _Local(q, k, v, w, beta, g, block_size)
+    shape = (B, L, Hq, Hk, D, Dv, g is not None)
+    if impl == "triton":
+        rows = None
+        if world > 1:
+            rows = _AllGather.apply(_pack(loc.summary()).to(cdev), grp, world, rank).to(q.device)
+        out = _kernel_output(loc, q, k, v, w, beta, scale, rows, rank, shape)
+        return _Tie.apply(out, rows) if rows is not None and rank == 0 else out
     earlier = []
     if world > 1:
         flat = _pack(loc.summary())

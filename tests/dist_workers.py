@@ -138,3 +138,25 @@ def hang_on_rank1(rank, world):
 def self_check_no_gate(rank, world):
     from path_lib.distributed import self_check_rank
     return self_check_rank(rank, world, gate=False, block_size=5)
+
+
+def run_cp_kernels(rank, world):
+    """impl="triton" (the kernels for the chunk's own keys; TRITON_INTERPRET=1 on the CPU), float32, against
+    float64 explicit PaTH on the gathered sequence: outputs and all gradients, with a gate and GQA, and a
+    chunk length (21) that is not a multiple of the kernels' block."""
+    L, Hq, Hk, D = 21, 4, 2, 32
+    T = world * L
+    full = random_path_inputs(B=2, T=T, Hq=Hq, Hk=Hk, D=D, gate=True, seed=4321 + T, requires_grad=True)
+    cot = torch.randn(2, T, Hq, D, generator=torch.Generator().manual_seed(98), dtype=torch.float64)
+    ref = path_attention(*full, impl="explicit")
+    (ref * cot).sum().backward()
+    local = [x.detach()[:, rank * L:(rank + 1) * L].float().clone().requires_grad_(True) for x in full]
+    out = context_parallel_path_attention(*local, impl="triton")
+    (out * cot[:, rank * L:(rank + 1) * L].float()).sum().backward()
+    res = {"dtype": str(out.dtype), "out_err": float((out.double() - ref[:, rank * L:(rank + 1) * L]).detach().abs().max()),
+           "out_scale": float(ref.detach().abs().max())}
+    for n, x, xl in zip(NAMES, full, local):
+        gref = x.grad[:, rank * L:(rank + 1) * L]
+        res[f"d{n}_err"] = float((xl.grad.double() - gref).abs().max())
+        res[f"d{n}_scale"] = float(gref.abs().max())
+    return res

@@ -154,3 +154,21 @@ def test_self_check_on_two_ranks():
         assert [r["rank"] for r in res] == [0, 1]
         assert all(r["max_error"] < 1e-12 and r["seq_len"] == 12 for r in res)
         assert len(res[0]["errors"]) == (7 if gate else 6)
+
+
+def test_impl_choice_is_checked():
+    """impl must be one of CP_IMPLS; impl='triton' names why the kernels cannot run these inputs (float64, a
+    head dim they do not take, no GPU and no interpreter); 'auto' on the CPU is the blockwise scan."""
+    from path_lib.distributed import CP_IMPLS
+    assert CP_IMPLS == ("auto", "blockwise", "triton")
+    full = random_path_inputs(B=1, T=8, Hq=2, D=4, seed=3)
+    with pytest.raises(ValueError, match="impl"):
+        chunked_path_attention(*full, n_chunks=2, impl="kernels")
+    pytest.importorskip("triton")
+    with pytest.raises(ValueError, match=r"impl='triton': the kernels take head dims"):
+        chunked_path_attention(*full, n_chunks=2, impl="triton")
+    wide = random_path_inputs(B=1, T=8, Hq=2, D=32, seed=3)
+    with pytest.raises(ValueError, match=r"impl='triton': .*(CUDA|float32)"):
+        chunked_path_attention(*wide, n_chunks=2, impl="triton")
+    torch.testing.assert_close(chunked_path_attention(*wide, n_chunks=2, impl="auto"),   # float64 on the CPU
+                               path_attention(*wide, impl="explicit"), rtol=0, atol=1e-12)

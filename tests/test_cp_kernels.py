@@ -1,0 +1,61 @@
+"""Context-parallel PaTH attention with the Triton kernels doing each chunk's own keys
+(``impl="triton"``: :mod:`path_lib.kernels.context` returns the chunk's log-sum-exp and runs the backward
+from statistics merged with the earlier chunks' part), on the CPU under Triton's interpreter: the
+single-process chunked form and a 2-rank gloo group against float64 explicit PaTH on the whole
+sequence, outputs and every gradient, on fresh random inputs.
+
+As in ``tests/test_teaching_kernel.py``, this module runs itself in a subprocess with TRITON_INTERPRET=1
+(it must be set before triton is imported), and the cases run only there.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+import dist_workers  # noqa: E402
+from helpers import random_path_inputs, run_module_under_interpreter  # noqa: E402
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+needs_interpreter = pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess")
+
+
+@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process")
+def test_under_triton_interpreter():
+    run_module_under_interpreter(__file__, "context-parallel kernel")
+
+
+def _rel(a, b):
+    return float((a.detach().double() - b.detach()).abs().max() / b.detach().abs().max().clamp_min(1e-30))
+
+
+@needs_interpreter
+@pytest.mark.parametrize("B,T,Hq,Hk,gate,n_chunks", [(1, 40, 2, 2, False, 2), (2, 42, 4, 2, True, 3),
+                                                     (1, 30, 2, 1, True, 1)])
+def test_chunked_kernel_path_matches_explicit(B, T, Hq, Hk, gate, n_chunks):
+    from path_lib.distributed import chunked_path_attention
+    from path_lib.reference.attention import path_attention
+    full = random_path_inputs(B=B, T=T, Hq=Hq, Hk=Hk, D=32, gate=gate, requires_grad=True)
+    cot = torch.randn(B, T, Hq, 32, dtype=torch.float64)
+    ref = path_attention(*full, impl="explicit")
+    g_ref = torch.autograd.grad((ref * cot).sum(), [x for x in full if x is not None])
+    local = [None if x is None else x.detach().float().requires_grad_() for x in full]
+    out = chunked_path_attention(*local, n_chunks=n_chunks, impl="triton")
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    g_out = torch.autograd.grad((out * cot.float()).sum(), [x for x in local if x is not None])
+    assert _rel(out, ref) < 1e-5
+    for name, a, b in zip("q k v w beta g".split(), g_out, g_ref):
+        assert _rel(a, b) < 2e-5, (name, _rel(a, b))
+
+
+@needs_interpreter
+def test_two_ranks_with_the_kernels_match_explicit():
+    from path_lib.distributed import run_gloo_group
+    for rank, r in enumerate(run_gloo_group(dist_workers.run_cp_kernels, 2, timeout=300.0)):
+        assert r["dtype"] == "torch.float32"
+        assert r["out_err"] < 1e-5 * r["out_scale"], (rank, r)
+        for n in ("q", "k", "v", "w", "beta", "g"):
+            assert r[f"d{n}_err"] < 2e-5 * r[f"d{n}_scale"], (rank, n, r)
