@@ -32,11 +32,18 @@ Algorithm (what :func:`context_parallel_path_attention` does)
    then right to left), continued across the earlier chunks ``s = r-1, ..., 0`` from their summaries.
 The gradients of the summaries flow back to the ranks that produced them through the collective's
 backward (every rank's output is tied to the gathered buffer, so every rank runs that backward
-collective, rank 0 included); everything else is local autograd. The local work is the PyTorch
-blockwise scan on every device, CUDA included: combining a chunk with the earlier ones needs each
-query's log-sum-exp, and ``path_lib.kernels.path_attention`` returns only the normalised output (the
-log-sum-exp it keeps internally is base 2 and offset by a gate reference, and its backward takes no
-log-sum-exp gradient), so using the kernels here needs a kernel interface change and a new GPU sweep.
+collective, rank 0 included); everything else is local autograd.
+
+With the kernels (``impl="triton"``, which ``"auto"`` picks on CUDA) step 3 splits in two. The chunk's own keys are
+PaTH attention of the chunk alone: :mod:`path_lib.kernels.context` runs the verified kernels and returns
+each query's log-sum-exp with the output. The earlier chunks' keys are plain softmax attention of the
+queries moved to the chunk's start (and across each earlier chunk by its product), in PyTorch, float32,
+with the queries and the summary formed for all blocks at once (one batched UT transform, the running
+block products by a doubling scan). The two parts merge by their log-sum-exps. The backward needs no
+gradient of a log-sum-exp: given the merged output ``o``, log-sum-exp ``lse`` and ``delta = rowsum(do *
+o)``, the gradient of every logit is ``p (do . v - delta)``, ``p = exp(s - lse)``, which the kernels'
+backward computes when handed the merged statistics, and which the earlier part gets by differentiating
+``sum p (do . v - delta)`` (``lse`` and ``delta`` held fixed).
 
 Cost per rank (``T = R L`` tokens, ``Hk`` key heads; :func:`context_parallel_costs` computes it)
 -----------------------------------------------------------------------------------------------
@@ -246,19 +253,63 @@ def _resolve_impl(impl: str, q: torch.Tensor, v: torch.Tensor) -> str:
     return "triton" if why is None and kernels.GPU_VERIFIED else "blockwise"
 
 
-def _queries_to_start(loc: "_Local") -> torch.Tensor:
-    """The chunk's queries moved to its start, ``q_i^T H_i ... H_0`` (local indices), ``[B, Hq, L, D]``:
-    per block the queries moved to the block's start (UT form), then across the earlier blocks at once by
-    their running product ``M_b = A_{b-1} ... A_0`` (``A_b = I - W_b^T T_b W_b``, ``D x D``)."""
-    r = lambda x: _repeat(x, loc.n_rep)                 # noqa: E731
-    out, M = [], None
-    for (s, e), Tb in zip(loc.spans, loc.Ts):
-        Wb = loc.w[:, :, s:e]
-        moved = _boundary_adjusted_queries(loc.q[:, :, s:e], r(Wb), r(Tb))
-        out.append(moved if M is None else moved @ r(M))
-        A = _block_product(Wb, loc.beta[:, :, s:e], Tb)
-        M = A if M is None else A @ M
-    return torch.cat(out, dim=2)
+def _doubling_scan(A: torch.Tensor, suffix: bool) -> torch.Tensor:
+    """Inclusive products of ``A [..., NB, D, D]`` along the blocks in ``ceil(log2 NB)`` batched steps, later
+    blocks on the left: ``suffix`` gives ``U_b = A_{NB-1} ... A_b``, else ``V_b = A_b ... A_0``."""
+    NB, s = A.shape[-3], 1
+    while s < NB:
+        if suffix:
+            A = torch.cat([A[..., s:, :, :] @ A[..., :NB - s, :, :], A[..., NB - s:, :, :]], dim=-3)
+        else:
+            A = torch.cat([A[..., :s, :, :], A[..., s:, :, :] @ A[..., :NB - s, :, :]], dim=-3)
+        s *= 2
+    return A
+
+
+class _KernelLocal:
+    """One rank's chunk on the kernel path: its summary (when a later rank reads it) and its queries moved
+    to the chunk's start (when it reads earlier chunks), every block at once: one batched UT transform,
+    the block products ``A_b = I - W_b^T T_b W_b`` and their running products by :func:`_doubling_scan`
+    (``L / block_size`` products of ``D x D`` in ``log2`` steps), the chunk zero-padded to whole blocks
+    (``w = 0``, ``beta = 0``: identity transforms at its end).
+
+    Attributes: ``n_rep``; ``G [B, Hq, L]`` (local gate cumsum) or None; ``Qh [B, Hq, L, D]`` (the queries
+    at the chunk's start, ``q_i^T H_i ... H_0`` in local indices) or None; ``summary()`` as :class:`_Local`'s.
+    """
+
+    def __init__(self, q, k, v, w, beta, g, block_size, *, summary: bool, queries: bool):
+        dt = _compute_dtype(q)
+        B, L, Hq, D = q.shape
+        Hk = k.shape[2]
+        self.n_rep = Hq // Hk
+        self.G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
+        self.v = v.to(dt).transpose(1, 2)
+        self.Qh = self.K_end = self.P = None
+        if not (summary or queries) or L == 0:
+            return
+        bs = min(block_size, L)
+        NB = -(-L // bs)
+        pad = lambda x: torch.nn.functional.pad(x, [0, 0] * (x.dim() - 2) + [0, NB * bs - L])   # noqa: E731
+        blocks = lambda x, H: pad(x).to(dt).transpose(1, 2).reshape(B, H, NB, bs, *x.shape[3:])  # noqa: E731
+        wh, bh = blocks(w, Hk), blocks(beta, Hk)
+        T = _ut_transform(wh, bh)                           # [B, Hk, NB, bs, bs]
+        A = _block_product(wh, bh, T)                       # [B, Hk, NB, D, D]
+        eye = torch.eye(D, dtype=dt, device=q.device).expand(B, Hk, 1, D, D)
+        if summary:
+            U = _doubling_scan(A, suffix=True)
+            S = torch.cat([U[:, :, 1:], eye], dim=2)        # S_b = A_{NB-1} ... A_{b+1}
+            K_blk = _boundary_adjusted_keys(blocks(k, Hk), wh, T)
+            self.K_end = (K_blk @ S.transpose(-1, -2)).reshape(B, Hk, NB * bs, D)[:, :, :L]
+            self.P = U[:, :, 0]
+        if queries:
+            r = lambda x: _repeat(x, self.n_rep)            # noqa: E731
+            V = _doubling_scan(A, suffix=False)
+            M = torch.cat([eye, V[:, :, :-1]], dim=2)        # M_b = A_{b-1} ... A_0
+            moved = _boundary_adjusted_queries(blocks(q, Hq), r(wh), r(T))
+            self.Qh = (moved @ r(M)).reshape(B, Hq, NB * bs, D)[:, :, :L]
+
+    def summary(self):
+        return (self.K_end, self.v, self.P, self.G)
 
 
 def _row_blocks(n: int, B: int, Hq: int, L: int, budget: int = 2 ** 25):
@@ -350,11 +401,10 @@ class _KernelChunk(torch.autograd.Function):
         return dq, dk, dv, dw, db, dG, dQh, drows, None
 
 
-def _kernel_output(loc: "_Local", q, k, v, w, beta, scale, rows, rank, shape) -> torch.Tensor:
+def _kernel_output(loc: _KernelLocal, q, k, v, w, beta, scale, rows, rank, shape) -> torch.Tensor:
     """This chunk's output ``[B, L, Hq, Dv]`` (q's dtype) on the kernel path."""
     G = None if loc.G is None else loc.G.transpose(1, 2)
-    Qh = _queries_to_start(loc) if rows is not None and rank > 0 else None
-    return _KernelChunk.apply(q, k, v, w, beta, G, Qh, rows, (scale, rank, shape, loc.n_rep))
+    return _KernelChunk.apply(q, k, v, w, beta, G, loc.Qh, rows, (scale, rank, shape, loc.n_rep))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -384,13 +434,15 @@ def chunked_path_attention(q, k, v, w, beta, g=None, *, n_chunks: int, scale=Non
         return q.new_zeros(B, 0, Hq, v.shape[-1])
     cut = lambda x, c: None if x is None else x[:, c * L:(c + 1) * L]   # noqa: E731
     impl = _resolve_impl(impl, q, v)
-    ranks = [_Local(*(cut(x, c) for x in (q, k, v, w, beta, g)), block_size) for c in range(n_chunks)]
-    summaries = [loc.summary() for loc in ranks]
     if impl == "triton":
-        rows = torch.stack([_pack(sm) for sm in summaries]) if n_chunks > 1 else None
+        ranks = [_KernelLocal(*(cut(x, c) for x in (q, k, v, w, beta, g)), block_size, summary=c < n_chunks - 1,
+                              queries=c > 0) for c in range(n_chunks)]
+        rows = torch.stack([_pack(loc.summary()) for loc in ranks[:-1]]) if n_chunks > 1 else None
         shape = (B, L, Hq, Hk, D, v.shape[3], g is not None)
         return torch.cat([_kernel_output(loc, *(cut(x, c) for x in (q, k, v, w, beta)), scale, rows, c, shape)
                           for c, loc in enumerate(ranks)], dim=1)
+    ranks = [_Local(*(cut(x, c) for x in (q, k, v, w, beta, g)), block_size) for c in range(n_chunks)]
+    summaries = [loc.summary() for loc in ranks]
     outs = [loc.output(scale, summaries[:c]) for c, loc in enumerate(ranks)]
     return torch.cat(outs, dim=2).transpose(1, 2).to(q.dtype)
 
@@ -560,14 +612,16 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
     Dv = v.shape[3]
     if L == 0:
         return q.new_zeros(B, 0, Hq, Dv)
-    loc = _Local(q, k, v, w, beta, g, block_size)
     shape = (B, L, Hq, Hk, D, Dv, g is not None)
     if impl == "triton":
+        # every rank publishes a summary (the all-gather is one collective), the last one unread
+        loc = _KernelLocal(q, k, v, w, beta, g, block_size, summary=world > 1, queries=rank > 0)
         rows = None
         if world > 1:
             rows = _AllGather.apply(_pack(loc.summary()).to(cdev), grp, world, rank).to(q.device)
         out = _kernel_output(loc, q, k, v, w, beta, scale, rows, rank, shape)
         return _Tie.apply(out, rows) if rows is not None and rank == 0 else out
+    loc = _Local(q, k, v, w, beta, g, block_size)
     earlier = []
     if world > 1:
         flat = _pack(loc.summary())

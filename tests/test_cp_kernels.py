@@ -33,9 +33,11 @@ def _rel(a, b):
 
 
 @needs_interpreter
-@pytest.mark.parametrize("B,T,Hq,Hk,gate,n_chunks", [(1, 40, 2, 2, False, 2), (2, 42, 4, 2, True, 3),
-                                                     (1, 30, 2, 1, True, 1)])
-def test_chunked_kernel_path_matches_explicit(B, T, Hq, Hk, gate, n_chunks):
+@pytest.mark.parametrize("B,T,Hq,Hk,gate,n_chunks,block", [(1, 40, 2, 2, False, 2, 64), (2, 42, 4, 2, True, 3, 6),
+                                                           (1, 30, 2, 1, True, 1, 64), (1, 48, 2, 2, True, 2, 8)])
+def test_chunked_kernel_path_matches_explicit(B, T, Hq, Hk, gate, n_chunks, block):
+    """``block`` is the summary's block length (chunks of 14 in blocks of 6: a ragged last block; 24 in
+    blocks of 8: three whole blocks), not the kernels' own."""
     from path_lib.distributed import chunked_path_attention
     from path_lib.reference.attention import path_attention
     full = random_path_inputs(B=B, T=T, Hq=Hq, Hk=Hk, D=32, gate=gate, requires_grad=True)
@@ -43,7 +45,7 @@ def test_chunked_kernel_path_matches_explicit(B, T, Hq, Hk, gate, n_chunks):
     ref = path_attention(*full, impl="explicit")
     g_ref = torch.autograd.grad((ref * cot).sum(), [x for x in full if x is not None])
     local = [None if x is None else x.detach().float().requires_grad_() for x in full]
-    out = chunked_path_attention(*local, n_chunks=n_chunks, impl="triton")
+    out = chunked_path_attention(*local, n_chunks=n_chunks, impl="triton", block_size=block)
     assert out.dtype == torch.float32 and out.shape == ref.shape
     g_out = torch.autograd.grad((out * cot.float()).sum(), [x for x in local if x is not None])
     assert _rel(out, ref) < 1e-5
