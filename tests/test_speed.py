@@ -357,3 +357,27 @@ def test_lm_throughput_tables_report_ratios_gpu_time_and_the_target():
                               "and at 0.80x eager: the target of 0.8x is not met.")
     assert "the PaTH kernels take 12.0 ms where SDPA takes 6.0 ms" in summary
     assert "is met" in speed.lm_throughput_tables(rec, target=0.7)[2]
+
+
+def test_cp_tables_from_the_record():
+    """The single-GPU context-parallel table: one row per case with every method's worst error and time, '-' where
+    the record has none, and the ratio ranges to the kernels alone computed from the rows."""
+    from path_lib.book.notebook import load_record
+    rec = load_record("cp_single_gpu")
+    table, sentence = speed.cp_tables(rec)
+    lines = table.splitlines()
+    cases = [c for c in rec["cases"] if "errors" in c]
+    assert len(lines) == 2 + len(cases) and all(line.count("|") == 10 for line in lines)
+    for c, line in zip(cases, lines[2:]):
+        assert line.startswith(f"| {c['name']} | ")
+        shown = [m for m, _ in speed.CP_METHODS]
+        assert line.count(" - ") == sum(m not in c["errors"] for m in shown) + sum(m not in c["ms_fwd_bwd"] for m in shown)
+    assert sentence.startswith(f"{rec['passed']} of {rec['total']} checks")
+    r = [c["ms_fwd_bwd"]["context_parallel_kernels"] / c["ms_fwd_bwd"]["kernels"] for c in cases]
+    assert f"kernels (1 rank) {min(r):.1f}x" in sentence
+    fake = {"passed": 1, "total": 1, "tolerances": {"float32": 1e-4}, "world_size": 1, "backend": "gloo",
+            "cases": [{"name": "c", "errors": {"kernels": {"o": 1e-6}, "context_parallel_kernels": {"o": 2e-6}},
+                       "ms_fwd_bwd": {"kernels": 2.0, "context_parallel_kernels": 3.0}}]}
+    t, s = speed.cp_tables(fake)
+    assert t.splitlines()[2] == "| c | - | 2.0e-06 | - | 1.0e-06 | - | 3.0 | - | 2.0 |"
+    assert s.endswith("alone: kernels (1 rank) 1.5x.")

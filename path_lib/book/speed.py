@@ -50,7 +50,7 @@ __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SH
            "group_table",
            "compile_summary", "compile_table", "launcher_config", "t4_floors", "agrees",
            "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor", "decode_tables",
-           "lm_throughput_tables", "LM_NAMES"]
+           "lm_throughput_tables", "LM_NAMES", "cp_tables"]
 
 #: method key in the record -> (label, colour, line style, marker). ``sdpa``'s label gets its backend.
 METHODS = {
@@ -1033,3 +1033,46 @@ def lm_throughput_tables(rec: dict, *, target: float = 0.8) -> Tuple[str, Option
         summary += (f". Of the GPU time per step, the PaTH kernels take {by['path'].get('PaTH kernels', 0.0):.1f} ms "
                     f"where SDPA takes {by['rope'].get('attention (SDPA)', 0.0):.1f} ms in the RoPE model")
     return "\n".join(md), gpu_md, summary + "."
+
+
+# ----------------------------------------------------------------------------------------------
+# context parallel on one GPU: benchmarks/cp_single_gpu.py's record
+# ----------------------------------------------------------------------------------------------
+
+#: the record's method keys, in the table's order: (key, column label)
+CP_METHODS = (("context_parallel", "blockwise (1 rank)"), ("context_parallel_kernels", "kernels (1 rank)"),
+              ("chunked_4_kernels", "kernels (4 chunks)"), ("kernels", "kernels alone"))
+
+
+def _ratio_span(xs: List[float]) -> str:
+    f = lambda x: f"{x:.0f}x" if x >= 10 else f"{x:.1f}x"     # noqa: E731
+    return f(min(xs)) if max(xs) < 1.05 * min(xs) else f"{f(min(xs))} to {f(max(xs))}"
+
+
+def cp_tables(rec: dict) -> Tuple[str, str]:
+    """The single-GPU context-parallel record (``RECORDS["cp_single_gpu"]``) as ``(table, sentence)``.
+
+    One row per case: the worst error over the output and the six gradients (``||x - ref|| / ||ref||``
+    against float64) and the forward+backward ms, for the context-parallel call with the blockwise scan and
+    with the kernels (world size 1), the 4-chunk kernel path and the kernels alone ("-" where the record has
+    none). The sentence gives the cases passed and the time ratios to the kernels alone."""
+    cases = [c for c in rec["cases"] if "errors" in c]
+    head = " | ".join(f"error, {label}" for _, label in CP_METHODS) + " | " + " | ".join(
+        f"ms, {label}" for _, label in CP_METHODS)
+    md = [f"| case | {head} |", "|---|" + "---|" * (2 * len(CP_METHODS))]
+    ratios = {m: [] for m, _ in CP_METHODS}
+    for c in cases:
+        err = {m: max(e.values()) for m, e in c["errors"].items()}
+        ms = c.get("ms_fwd_bwd", {})
+        cells = [f"{err[m]:.1e}" if m in err else "-" for m, _ in CP_METHODS]
+        cells += [(f"{ms[m]:.0f}" if ms[m] >= 10 else f"{ms[m]:.1f}") if m in ms else "-" for m, _ in CP_METHODS]
+        md.append(f"| {c['name']} | " + " | ".join(cells) + " |")
+        for m, _ in CP_METHODS:
+            if m in ms and "kernels" in ms and m != "kernels":
+                ratios[m].append(ms[m] / ms["kernels"])
+    parts = [f"{label} {_ratio_span(ratios[m])}" for m, label in CP_METHODS if ratios.get(m)]
+    sentence = (f"{rec['passed']} of {rec['total']} checks within the tolerances ("
+                + ", ".join(f"{k} {v:g}" for k, v in rec["tolerances"].items())
+                + f"), world size {rec['world_size']}, {rec['backend']}. Forward+backward time against the kernels "
+                "alone: " + "; ".join(parts) + ".")
+    return "\n".join(md), sentence
