@@ -96,3 +96,15 @@ def run_module_under_interpreter(test_file: str, what: str, timeout: float = 900
     print(out)
     assert proc.returncode == 0, f"interpreted {what} cases failed:\n{out}"
     assert " passed" in proc.stdout, out
+
+
+#: whether this process runs the Triton kernels under the interpreter (TRITON_INTERPRET=1 set at start)
+INTERPRETED = __import__("os").environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def interpreter_markers():
+    """``(needs_interpreter, outside_interpreter)`` pytest marks for a module that runs itself under the
+    interpreter: its cases run only there, its self-launching test only outside."""
+    import pytest
+    return (pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess"),
+            pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process"))

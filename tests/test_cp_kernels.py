@@ -9,7 +9,6 @@ As in ``tests/test_teaching_kernel.py``, this module runs itself in a subprocess
 """
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
@@ -17,13 +16,12 @@ import torch
 pytest.importorskip("triton")
 
 import dist_workers  # noqa: E402
-from helpers import random_path_inputs, run_module_under_interpreter  # noqa: E402
+from helpers import interpreter_markers, random_path_inputs, run_module_under_interpreter  # noqa: E402
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-needs_interpreter = pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess")
+needs_interpreter, outside_interpreter = interpreter_markers()
 
 
-@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process")
+@outside_interpreter
 def test_under_triton_interpreter():
     run_module_under_interpreter(__file__, "context-parallel kernel")
 

@@ -9,7 +9,6 @@ in both. ``test_bf16_on_gpu`` runs on a CUDA device only (TRITON_INTERPRET unset
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,13 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton")
 
-from helpers import run_module_under_interpreter  # noqa: E402
+from helpers import INTERPRETED, interpreter_markers, run_module_under_interpreter  # noqa: E402
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-needs_interpreter = pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess")
+needs_interpreter, outside_interpreter = interpreter_markers()
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process")
+@outside_interpreter
 def test_under_triton_interpreter():
     run_module_under_interpreter(__file__, "decode-kernel")
 

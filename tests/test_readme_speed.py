@@ -6,6 +6,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def readme_block(name: str) -> str:
+    """The text between ``<!-- name -->`` and ``<!-- /name -->`` in README.md."""
+    block = re.search(rf"<!-- {name} -->\n(.*?)\n<!-- /{name} -->", (ROOT / "README.md").read_text(), re.S)
+    assert block, f"README.md lost its <!-- {name} --> block"
+    return block.group(1).strip()
+
+
+def record(name: str) -> dict:
+    return json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+
+
 def readme_speed_table(bench: dict) -> str:
     """The README's table from the record: ms and ratios to the default SDPA and to fla, PaTH."""
     ms = {(r["D"], r["T"], r["method"], r["mode"]): r["ms"] for r in bench["rows"] if r.get("ms")}
@@ -23,21 +34,15 @@ def readme_speed_table(bench: dict) -> str:
 
 
 def test_readme_speed_table_is_the_records():
-    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_path.json").read_text())
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- speed-table -->\n(.*?)\n<!-- /speed-table -->", text, re.S)
-    assert block, "README.md lost its <!-- speed-table --> block"
-    assert block.group(1).strip() == readme_speed_table(bench)
+    assert readme_block("speed-table") == readme_speed_table(record("bench_path.json"))
 
 
 def test_readme_decode_table_is_the_records():
     from path_lib.book.speed import decode_tables
-    rec = json.loads((ROOT / "benchmarks" / "results" / "bench_decode.json").read_text())
+    rec = record("bench_decode.json")
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- decode-table -->\n(.*?)\n<!-- /decode-table -->", text, re.S)
-    assert block, "README.md lost its <!-- decode-table --> block"
     table, _, summary = decode_tables(rec)
-    assert block.group(1).strip() == table
+    assert readme_block("decode-table") == table
     assert summary in text
     p = {name: pts[-1]["key_rel_err_median"] for name, pts in rec["precision"]["rows"].items()}
     assert f"{p['fp32 store, flush every 64']:.0e}".replace("e-06", "e-6") in text
@@ -47,10 +52,6 @@ def test_readme_decode_table_is_the_records():
 def test_readme_lm_table_is_the_records():
     """The end-to-end training table and its sentence are the current record's (RECORDS['lm_throughput'])."""
     from path_lib.book.speed import lm_throughput_tables
-    rec = json.loads((ROOT / "benchmarks" / "results" / "bench_lm_throughput.json").read_text())
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- lm-table -->\n(.*?)\n<!-- /lm-table -->", text, re.S)
-    assert block, "README.md lost its <!-- lm-table --> block"
-    table, _, summary = lm_throughput_tables(rec)
-    assert block.group(1).strip() == table
-    assert summary in text
+    table, _, summary = lm_throughput_tables(record("bench_lm_throughput.json"))
+    assert readme_block("lm-table") == table
+    assert summary in (ROOT / "README.md").read_text()

@@ -17,13 +17,12 @@ import torch
 
 pytest.importorskip("triton")
 
-from helpers import run_module_under_interpreter  # noqa: E402
+from helpers import INTERPRETED, interpreter_markers, run_module_under_interpreter  # noqa: E402
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-needs_interpreter = pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess")
+needs_interpreter, outside_interpreter = interpreter_markers()
 
 
-@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process")
+@outside_interpreter
 def test_under_triton_interpreter():
     run_module_under_interpreter(__file__, "teaching-kernel")
 
