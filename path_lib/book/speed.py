@@ -1052,21 +1052,19 @@ def _ratio_span(xs: List[float]) -> str:
 def cp_tables(rec: dict) -> Tuple[str, str]:
     """The single-GPU context-parallel record (``RECORDS["cp_single_gpu"]``) as ``(table, sentence)``.
 
-    One row per case: the worst error over the output and the six gradients (``||x - ref|| / ||ref||``
-    against float64) and the forward+backward ms, for the context-parallel call with the blockwise scan and
-    with the kernels (world size 1), the 4-chunk kernel path and the kernels alone ("-" where the record has
-    none). The sentence gives the cases passed and the time ratios to the kernels alone."""
+    One row per case, one column per method (the context-parallel call with the blockwise scan and with the
+    kernels at world size 1, the 4-chunk kernel path, the kernels alone): the worst error over the output
+    and the six gradients (``||x - ref|| / ||ref||`` against float64) and, in parentheses, the forward+backward
+    ms where the record timed it ("-" where the method did not run). The sentence gives the cases passed and the time ratios to the kernels alone."""
     cases = [c for c in rec["cases"] if "errors" in c]
-    head = " | ".join(f"error, {label}" for _, label in CP_METHODS) + " | " + " | ".join(
-        f"ms, {label}" for _, label in CP_METHODS)
-    md = [f"| case | {head} |", "|---|" + "---|" * (2 * len(CP_METHODS))]
+    md = ["| case | " + " | ".join(label for _, label in CP_METHODS) + " |", "|---|" + "---|" * len(CP_METHODS)]
     ratios = {m: [] for m, _ in CP_METHODS}
     for c in cases:
         err = {m: max(e.values()) for m, e in c["errors"].items()}
         ms = c.get("ms_fwd_bwd", {})
-        cells = [f"{err[m]:.1e}" if m in err else "-" for m, _ in CP_METHODS]
-        cells += [(f"{ms[m]:.0f}" if ms[m] >= 10 else f"{ms[m]:.1f}") if m in ms else "-" for m, _ in CP_METHODS]
-        md.append(f"| {c['name']} | " + " | ".join(cells) + " |")
+        cell = lambda m: " ".join(([f"{err[m]:.1e}"] if m in err else ["-"]) +   # noqa: E731
+                                  ([f"({ms[m]:.0f} ms)" if ms[m] >= 10 else f"({ms[m]:.1f} ms)"] if m in ms else []))
+        md.append(f"| {c['name']} | " + " | ".join(cell(m) for m, _ in CP_METHODS) + " |")
         for m, _ in CP_METHODS:
             if m in ms and "kernels" in ms and m != "kernels":
                 ratios[m].append(ms[m] / ms["kernels"])
