@@ -22,7 +22,7 @@ from typing import Optional
 
 import torch
 
-from ._path import _backward_impl, _forward_impl, _pad_head_dim, _pad_time, _retry_smaller, kernel_config
+from ._path import _backward_impl, _forward_impl, _pad_head_dim, _pad_time, _retry_smaller, _validate, kernel_config
 
 __all__ = ["ChunkState", "chunk_forward", "chunk_backward", "chunk_unfit"]
 
@@ -49,11 +49,13 @@ def _pad_dim(x: torch.Tensor, D: int) -> torch.Tensor:
 def chunk_forward(q, k, v, w, beta, G: Optional[torch.Tensor], scale: float):
     """PaTH attention of one chunk on its own, with its log-sum-exp.
 
-    Args (checked by the caller; the kernels' layout): q ``[B, T, Hq, D]``, k, v ``[B, T, Hk, D]`` (one
-    dtype, ``D`` in 32/64/128, v's head dim equal to D); w ``[B, T, Hk, D]`` and beta ``[B, T, Hk]``
-    float32; G ``[B, T, Hq]`` float32, the chunk's own cumulative log gates, or None; scale a float.
+    Args (the kernels' layout): q ``[B, T, Hq, D]``, k, v ``[B, T, Hk, D]`` (one dtype, ``D`` in 32/64/128,
+    v's head dim equal to D); w ``[B, T, Hk, D]`` and beta ``[B, T, Hk]`` float32; G ``[B, T, Hq]`` float32,
+    the chunk's own cumulative log gates, or None; scale a positive float. Shapes, dtypes and devices are
+    checked (a named ``ValueError`` / ``TypeError``), values are not (no device sync).
     Returns ``(o [B, T, Hq, D] in q's dtype, lse [B, Hq, T] float32 natural log, ChunkState)``.
     """
+    scale = _validate(q, k, v, w, beta, G, scale, False)[-1]
     B, T, Hq, D = q.shape
     Dk = 64 if _pad_head_dim(q) else D               # head dim 32 runs as 64 on Hopper (see _pad_head_dim)
     q, k, v, w = (_pad_dim(x, Dk) for x in (q, k, v, w))
@@ -77,6 +79,15 @@ def chunk_backward(state: ChunkState, o: torch.Tensor, lse: torch.Tensor, do: to
     Args: ``o [B, T, Hq, D]`` the merged output (q's dtype), ``lse [B, Hq, T]`` the merged natural-log
     log-sum-exp (float32), ``do [B, T, Hq, D]`` the output's gradient. Returns ``(dq, dk, dv, dw, dbeta,
     dG)`` in the shapes of :func:`chunk_forward`'s inputs (dG None without a gate)."""
+    if not isinstance(state, ChunkState):
+        raise TypeError(f"state must be the ChunkState chunk_forward returned, got {type(state).__name__}")
+    B, Hq = state.saved[0].shape[0], state.saved[0].shape[2]
+    for name, x, shape in (("o", o, (B, state.T, Hq, state.D)), ("lse", lse, (B, Hq, state.T)),
+                           ("do", do, (B, state.T, Hq, state.D))):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if tuple(x.shape) != shape:
+            raise ValueError(f"{name} must have shape {shape} (the chunk of chunk_forward), got {tuple(x.shape)}")
     saved = list(state.saved)
     q, Tp, T, D = saved[0], saved[0].shape[1], state.T, state.D
     Dk = q.shape[-1]

@@ -59,3 +59,19 @@ def test_two_ranks_with_the_kernels_match_explicit():
         assert r["out_err"] < 1e-5 * r["out_scale"], (rank, r)
         for n in ("q", "k", "v", "w", "beta", "g"):
             assert r[f"d{n}_err"] < 2e-5 * r[f"d{n}_scale"], (rank, n, r)
+
+
+@needs_interpreter
+def test_chunk_calls_name_their_bad_arguments():
+    from path_lib.kernels.context import chunk_backward, chunk_forward
+    q, k, v, w, beta, _ = random_path_inputs(B=1, T=20, Hq=2, D=32, dtype=torch.float32)
+    o, lse, state = chunk_forward(q, k, v, w, beta, None, 32 ** -0.5)
+    assert o.shape == q.shape and lse.shape == (1, 2, 20)
+    with pytest.raises(ValueError, match="beta"):
+        chunk_forward(q, k, v, w, beta[:, :3], None, 1.0)
+    with pytest.raises(TypeError, match="q"):
+        chunk_forward(q.double(), k, v, w, beta, None, 1.0)
+    with pytest.raises(ValueError, match="lse must have shape"):
+        chunk_backward(state, o, lse[:, :1], torch.ones_like(o))
+    with pytest.raises(TypeError, match="ChunkState"):
+        chunk_backward((state,), o, lse, torch.ones_like(o))
