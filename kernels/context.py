@@ -116,15 +116,16 @@ def chunk_unfit(q: torch.Tensor, v: torch.Tensor) -> Optional[str]:
     """Why the kernels cannot run one chunk of ``q [B, T, Hq, D]``, ``v [B, T, Hk, Dv]`` (None if they can):
     the head dims, the dtype and the device they need, in words."""
     from . import HEAD_DIMS
-    from ._path import _interpret
+    from ._path import _QDTYPES, _check_device
     D = q.shape[-1]
     if D not in HEAD_DIMS:
         return f"the kernels take head dims {HEAD_DIMS}, got D={D}"
     if v.shape[-1] != D:
         return f"the kernels need v's head dim equal to q's ({D}), got {v.shape[-1]}"
-    if q.device.type == "cuda":
-        return None if q.dtype in (torch.float16, torch.bfloat16, torch.float32) else \
-            f"the kernels take float16, bfloat16 or float32 q, got {str(q.dtype).replace('torch.', '')}"
-    if q.device.type == "cpu" and _interpret():
-        return None if q.dtype == torch.float32 else "on the CPU (TRITON_INTERPRET=1) the kernels run in float32 only"
-    return f"the kernels need CUDA tensors (or TRITON_INTERPRET=1 on the CPU), got q on {q.device}"
+    if q.dtype not in _QDTYPES:
+        return f"the kernels take float16, bfloat16 or float32 q, got {str(q.dtype).replace('torch.', '')}"
+    try:
+        _check_device(q)                             # the kernels' own rule for the device and its dtypes
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return None

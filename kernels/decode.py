@@ -40,8 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from path_lib.validation import (check_beta_range, check_bool, check_finite, check_int, check_log_gate, check_scale,
-                                 check_tensor, check_unit_rows)
+from path_lib.validation import check_bool, check_int, check_scale, check_step_values, check_tensor
 
 from ._path import _interpret
 
@@ -469,13 +468,7 @@ class TritonPaTHCache:
         check_bool(check_values, "check_values")
         self._check_step(q_t, k_t, v_t, w_t, beta_t, g_t, valid_t)
         if check_values:
-            for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t)):
-                if x is not None:
-                    check_finite(x, name)
-            check_beta_range(beta_t, "beta_t")
-            check_unit_rows(w_t, "w_t")
-            if g_t is not None:
-                check_log_gate(g_t, "g_t")
+            check_step_values(q_t, k_t, v_t, w_t, beta_t, g_t)
         scale = self._default_scale if scale is None else check_scale(scale, self.D)
         if self._n_pend == self.flush_every:
             self.flush()

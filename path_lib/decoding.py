@@ -17,9 +17,9 @@ from typing import Optional
 
 import torch
 
-from .validation import (PARAM_DTYPES, dtype_name, check_beta_range, check_block_size, check_bool,
-                         check_finite, check_int, check_log_gate, check_path_params, check_qkv, check_scale,
-                         check_tensor, check_unit_rows)
+from .validation import (PARAM_DTYPES, dtype_name, check_block_size, check_bool,
+                         check_finite, check_int, check_path_params, check_qkv, check_scale,
+                         check_step_values, check_tensor)
 from .reference.attention import path_attention
 from .reference.householder import _block_product, _boundary_adjusted_keys, _ut_transform
 
@@ -280,13 +280,7 @@ class PaTHCache:
             if tuple(valid_t.shape) != (B,):
                 raise ValueError(f"valid_t must have shape ({B},) = [B], got {tuple(valid_t.shape)}")
         if check_values:
-            for name, x in args:
-                if x is not None:
-                    check_finite(x, name)
-            check_beta_range(beta_t, "beta_t")
-            check_unit_rows(w_t, "w_t")
-            if g_t is not None:
-                check_log_gate(g_t, "g_t")
+            check_step_values(q_t, k_t, v_t, w_t, beta_t, g_t)
 
     def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None,
              check_values: bool = True) -> torch.Tensor:

@@ -402,9 +402,10 @@ class _KernelChunk(torch.autograd.Function):
 
 
 def _kernel_output(loc: _KernelLocal, q, k, v, w, beta, scale, rows, rank, shape) -> torch.Tensor:
-    """This chunk's output ``[B, L, Hq, Dv]`` (q's dtype) on the kernel path."""
+    """This chunk's output ``[B, L, Hq, Dv]`` (q's dtype) on the kernel path (w, beta in float32, the kernels'
+    dtype: float64 ones are cast here, and their gradients cast back by autograd)."""
     G = None if loc.G is None else loc.G.transpose(1, 2)
-    return _KernelChunk.apply(q, k, v, w, beta, G, loc.Qh, rows, (scale, rank, shape, loc.n_rep))
+    return _KernelChunk.apply(q, k, v, w.float(), beta.float(), G, loc.Qh, rows, (scale, rank, shape, loc.n_rep))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import torch
 __all__ = [
     "FLOAT_DTYPES", "PARAM_DTYPES", "UNIT_NORM_TOL", "dtype_name",
     "check_device", "check_same_device", "check_finite", "check_tensor",
-    "check_beta_range", "check_unit_rows", "check_log_gate", "check_scale",
+    "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values", "check_scale",
     "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
     "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens",
 ]
@@ -106,6 +106,18 @@ def check_log_gate(g: torch.Tensor, name: str = "g") -> None:
     """A log forget gate is <= 0 (the gate itself lies in (0, 1])."""
     if g.numel() and bool((g.detach() > 0).any()):
         raise ValueError(f"{name} is a log forget gate and must be <= 0 (use torch.nn.functional.logsigmoid)")
+
+
+def check_step_values(q_t, k_t, v_t, w_t, beta_t, g_t=None) -> None:
+    """The values of one decoding step's inputs (shapes checked by the caller): all finite, ``beta_t`` in
+    [0, 2], ``w_t`` unit rows, ``g_t`` (None allowed) <= 0. A device sync on a GPU."""
+    for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t)):
+        if x is not None:
+            check_finite(x, name)
+    check_beta_range(beta_t, "beta_t")
+    check_unit_rows(w_t, "w_t")
+    if g_t is not None:
+        check_log_gate(g_t, "g_t")
 
 
 def check_scale(scale, head_dim: int) -> float:

@@ -75,3 +75,18 @@ def test_chunk_calls_name_their_bad_arguments():
         chunk_backward(state, o, lse[:, :1], torch.ones_like(o))
     with pytest.raises(TypeError, match="ChunkState"):
         chunk_backward((state,), o, lse, torch.ones_like(o))
+
+
+@needs_interpreter
+def test_float64_parameters_run_on_the_kernel_path():
+    """float64 w, beta, g with float32 q, k, v (allowed by the public checks) are cast to the kernels' float32
+    and their gradients come back in float64."""
+    from path_lib.distributed import chunked_path_attention
+    from path_lib.reference.attention import path_attention
+    full = random_path_inputs(B=1, T=24, Hq=2, D=32, gate=True)
+    q, k, v = (x.float() for x in full[:3])
+    w, beta, g = (x.clone().requires_grad_() for x in full[3:])
+    out = chunked_path_attention(q, k, v, w, beta, g, n_chunks=2, impl="triton")
+    out.sum().backward()
+    assert w.grad.dtype == beta.grad.dtype == g.grad.dtype == torch.float64
+    assert _rel(out, path_attention(*full, impl="explicit")) < 1e-5
