@@ -428,7 +428,8 @@ def test_bad_arguments(clean):
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("var,good,bad", [
-    ("PATH_KERNELS_WARPS", "fwd_block=8, intra=2,inter_kv=16 ,", ["delta=4", "fwd_block=3", "fwd_block", "fwd_block=8,fwd_block=4", "=4", "fwd_block=x", "ut=4"]),
+    ("PATH_KERNELS_WARPS", "fwd_block=8, intra=2,inter_kv=16 ,",
+     ["delta=4", "fwd_block=3", "fwd_block", "fwd_block=8,fwd_block=4", "=4", "fwd_block=x", "ut=4"]),
     ("PATH_KERNELS_STAGES", "fwd=3, inter_kv=2", ["intra=2", "fwd=5", "fwd", "fwd=0"]),
     ("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64", ["seg_split", "rows=16", "seg_split=24"]),
     ("PATH_KERNELS_PAD_D32", "0", ["yes", "2", "true"]),
