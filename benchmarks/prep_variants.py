@@ -1,13 +1,12 @@
-"""Tuning of the forward's per-block kernel (``_fwd_block_kernel``) and ``_seg_fwd_kernel``: time each
-shipped kernel at several warp counts and dot precisions in one GPU call.
+"""Tuning of the forward's per-block kernels (``_ut_kernel``, ``_prep_kernel``) and ``_seg_fwd_kernel``:
+time each shipped kernel at several warp counts and dot precisions in one GPU call.
 
 History: v4's ``_prep_kernel`` took ~7 ms (bf16, B*T = 32768, H*D = 2048); an earlier version of this
 script timed copies of it with one stage off at a time, which showed that 8 warps (255 registers, one
 program per SM, spills) and tf32x3 dots in the inverse were what cost, not the solve's arithmetic
 (``benchmarks/results/history/prep_variants_v4.json``, ``prep_variants_v5a.json``; ``benchmarks/HISTORY.md``). v5
 split the work into ``_ut_kernel`` (the UT transform in float32 accuracy) and ``_prep_kernel`` (T W, M,
-K->), so this script now times the shipped kernels directly: there is no copy to keep in step. v17
-joined the two again as ``_fwd_block_kernel`` (one pass over W, the 16 x 16 inverses all at once).
+K->), so this script now times the shipped kernels directly: there is no copy to keep in step.
 
     PYTHONPATH=. python3 benchmarks/prep_variants.py --out benchmarks/results/prep_variants.json [--ncu]
 
@@ -53,24 +52,24 @@ def outputs(k, BT, SB=4):
 
 
 def launch(kernel, k, w, beta, o, BT, prec, warps, SB=4):
-    """One launch of ``kernel`` ("block": ``_fwd_block_kernel``, the UT solve at ``prec`` and the rest in
-    tf32, or "seg") with dot precision ``prec`` and ``warps``."""
+    """One launch of ``kernel`` ("ut", "prep" or "seg") with dot precision ``prec`` and ``warps``."""
     B, T, H, D = k.shape
     NB = T // BT
     NS = -(-NB // SB)
     grid = (NB, B * H)
-    if kernel == "block":
-        K._fwd_block_kernel[grid](K=k, W=w, BETA=beta, UT_T=o["TM"], UT_N=o["NM"], UT_TW=o["TW"],
-                                  K_BLOCK_END=o["KA"], UT_M=o["MM"], T=T, NB=NB, HK=H, D=D, BT=BT,
-                                  SOLVE_PREC=prec, PREC="ieee" if prec == "ieee" else "tf32",
-                                  num_warps=warps, num_stages=1)
+    if kernel == "ut":
+        K._ut_kernel[grid](w, beta, o["TM"], o["NM"], T, NB, HK=H, D=D, BT=BT, SOLVE_PREC=prec,
+                           num_warps=warps, num_stages=1)
+    elif kernel == "prep":
+        K._prep_kernel[grid](k, w, o["TW"], o["KA"], o["TM"], o["MM"], T, NB, HK=H, D=D, BT=BT, PREC=prec,
+                             num_warps=warps, num_stages=1)
     else:
         K._seg_fwd_kernel[(NS, B * H)](w, o["TW"], o["KA"], o["KS"], o["RS"], o["SEG"], T, NB, NS, SB,
                                        HK=H, D=D, BT=BT, PREC=prec, num_warps=warps, num_stages=1)
 
 
-CONFIGS = [("block", p, wp) for p in ("tf32x3", "tf32") for wp in (4, 8)] + \
-          [("seg", "tf32", wp) for wp in (4, 8)]
+CONFIGS = [("ut", p, wp) for p in ("tf32x3", "tf32") for wp in (4, 8)] + \
+          [(kn, "tf32", wp) for kn in ("prep", "seg") for wp in (4, 8)]
 
 
 def main():
@@ -96,7 +95,8 @@ def main():
     for D in {t[0] for t in todo}:
         k, w, beta = make(32768 // args.T, args.T, 2048 // D, D, "cuda")
         o = outputs(k, BT)
-        launch("block", k, w, beta, o, BT, "tf32x3", 4)  # valid inputs for the segment kernel
+        launch("ut", k, w, beta, o, BT, "tf32x3", 4)
+        launch("prep", k, w, beta, o, BT, "tf32", 4)  # valid inputs for the segment kernel
         data[D] = (k, w, beta, o)
     if args.compile_only:
         kk, nn = (int(x) for x in args.compile_only.split("/"))
@@ -120,7 +120,7 @@ def main():
     if args.ncu and shutil.which("ncu"):
         rep = os.path.join(os.path.dirname(args.out), "prep_ncu.txt")
         cmd = ["ncu", "--clock-control", "none", "--kernel-name",
-               "regex:_fwd_block_kernel|_bwd_block_kernel|_bwd_intra_kernel",
+               "regex:_ut_kernel|_prep_kernel|_bwd_block_kernel|_bwd_intra_kernel",
                "--launch-count", "4", "--section", "SpeedOfLight", "--section", "Occupancy",
                "--section", "LaunchStats", "--section", "WarpStateStats",
                sys.executable, os.path.abspath(__file__), "--ncu-target", "--T", str(args.T)]

@@ -75,11 +75,11 @@ _WARPS_SM80 = {
     # tiles of the query side (12.5 -> 10.6 ms) and of the forward's earlier segments (_fwd_inter_kernel
     # at 4 warps: 10.7 ms, at 8: 5.9 ms); v10: the backward's segment chain (_seg_bwd_kernel) at 4 warps
     # (1.72 -> 1.16 ms at T = 1024)
-    (128, True): dict(fwd_block=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8),
-    (128, False): dict(fwd_block=4, block=4, intra=8, seg=8),
-    (64, True): dict(fwd_block=4, block=4, intra=4, seg=4),
+    (128, True): dict(ut=4, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8),
+    (128, False): dict(ut=4, prep=4, block=4, intra=8, seg=8),
+    (64, True): dict(ut=4, prep=4, block=4, intra=4, seg=4),
     # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
-    (64, False): dict(fwd_block=4, block=8, intra=8, seg=4),
+    (64, False): dict(ut=4, prep=4, block=8, intra=8, seg=4),
 }
 
 # pipelining depth per attention loop for half-precision inputs where shared memory is plentiful (at least
@@ -111,7 +111,7 @@ _QUERY_ROWS = {128: 128}
 _FWD_ROWS = {64: 128, 128: 128}
 
 # the keys of the PATH_KERNELS_* overrides (and of KernelConfig.warps / .stages)
-WARP_KEYS = ("fwd_block", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv")
+WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv")
 STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
 ROW_KEYS = ("key_rows", "query_rows", "fwd_rows")
 SPLIT_KEYS = ("seg_split", "block_cols", "diag_cols") + ROW_KEYS
@@ -267,10 +267,10 @@ def fallback_state() -> FallbackState:
 
 @dataclass(frozen=True)
 class Warps:
-    """``num_warps`` per kernel (``fwd_block`` is ``_fwd_block_kernel``, ``block`` ``_bwd_block_kernel``;
-    ``seg`` is ``_seg_fwd_kernel``, ``_pair_kernel`` and ``_seg_grad_kernel``;
+    """``num_warps`` per kernel (``seg`` is ``_seg_fwd_kernel``, ``_pair_kernel`` and ``_seg_grad_kernel``;
     ``seg_bwd`` is ``_seg_bwd_kernel``; ``delta``, ``_delta_kernel``, is always 4 and not overridable)."""
-    fwd_block: int
+    ut: int
+    prep: int
     block: int
     intra: int
     diag: int
@@ -655,9 +655,12 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     TM = torch.empty(B, HK, NB, BT, BT, **f32)
     MM = torch.empty(B, HK, NB, BT, BT, **f32)
     NM = torch.empty(B, HK, NB, BT, BT, **f32)
-    _run(kern._fwd_block_kernel, (NB, B * HK), cfg.warps.fwd_block,
-         K=k, W=w, BETA=beta, UT_T=TM, UT_N=NM, UT_TW=TW, K_BLOCK_END=KA, UT_M=MM, T=T, NB=NB,
-         HK=HK, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision, PREC=cfg.block_precision)
+    _run(kern._ut_kernel, (NB, B * HK), cfg.warps.ut,
+         W=w, BETA=beta, UT_T=TM, UT_N=NM, T=T, NB=NB,
+         HK=HK, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision)
+    _run(kern._prep_kernel, (NB, B * HK), cfg.warps.prep,
+         K=k, W=w, UT_TW=TW, K_BLOCK_END=KA, UT_T=TM, UT_M=MM, T=T, NB=NB,
+         HK=HK, D=D, BT=BT, PREC=cfg.block_precision)
     if NS == 1:  # one segment: no segment products (the kernels compile their segment loops out)
         OM = torch.eye(D, **f32).expand(B, HK, 1, D, D).contiguous()
         return dict(TW=TW, KA=KA, KS=KA, TM=TM, MM=MM, NM=NM, RS=OM, SEG=OM, OM=OM)

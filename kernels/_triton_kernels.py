@@ -14,8 +14,8 @@ Notation (row-vector convention, ``P_b = I - W_b^T T_b W_b`` the product of bloc
   start of its own segment; ``Om(kc, k) = Seg_{kc-1} ... Seg_{k+1}`` so that the query state at the
   end of an earlier segment k is ``Q0_c Om(kc, k)`` (random access, no scan needed).
 
-Kernels. Forward: ``_fwd_block_kernel`` (per block: the UT transform ``T``, ``N`` in float32 accuracy,
-then ``T W``, ``M``, ``K->``), ``_seg_fwd_kernel`` (per segment: suffix products
+Kernels. Forward: ``_ut_kernel`` (per block: the UT transform ``T``, ``N`` in float32 accuracy),
+``_prep_kernel`` (per block: ``T W``, ``M``, ``K->``), ``_seg_fwd_kernel`` (per segment: suffix products
 ``R_j``, ``Kseg``, ``Seg``), ``_pair_kernel`` (``Om``), ``_fwd_kernel`` (per query block: diagonal block
 by the UT all-pairs form, own segment with the thin scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as
 plain attention against ``Kseg``, the query state there ``Q0 Om`` by random access: one ``D x D``
@@ -651,23 +651,18 @@ def _bwd_diag_kernel(Q, K, V, W, UT_TW, UT_T, UT_M, GATE_CUMSUM, DO, LSE, DELTA,
 
 
 @triton.jit
-def _inv_diag16(A, abase, NBLK: tl.constexpr, BT: tl.constexpr):
-    """``(I + A_oo)^-1`` for all ``NBLK = BT / 16`` diagonal 16 x 16 blocks at once (block ``b`` at rows
-    and columns ``16 b : 16 b + 16``) of the strictly lower ``[BT, BT]`` float32 matrix stored row-major
-    at ``A + abase``, as a ``[NBLK, 16, 16]`` tensor: exact float32 forward substitution (no tensor
-    cores; after fla's ``solve_tril``). Step r reads row r of every block from memory and forms row r of
-    every inverse, ``n_r = e_r - A[r, :] N``, from the rows already done: 15 dependent steps for the
-    whole block (v17; v11 to v16 ran the 15 steps once per diagonal block, one block after another)."""
+def _inv16(A, abase, o: tl.constexpr, BT: tl.constexpr):
+    """``(I + A_oo)^-1`` for the 16 x 16 diagonal block at rows and columns ``o : o + 16`` of the strictly
+    lower ``[BT, BT]`` float32 matrix stored row-major at ``A + abase``: exact float32 forward
+    substitution (no tensor cores); step r reads row r of the block from memory and forms row r of the
+    inverse, ``n_r = e_r - A[r, :] N``, from the rows already done (as fla's ``solve_tril``)."""
     rs = tl.arange(0, 16)
-    bs = tl.arange(0, NBLK)
     eye = tl.where(rs[:, None] == rs[None, :], 1.0, 0.0)
-    eye3 = eye[None, :, :] + tl.zeros([NBLK, 16, 16], dtype=tl.float32)
-    n = eye3
-    row0 = bs[:, None] * 16
+    n = eye
     for r in range(1, 16):
-        a_r = tl.load(A + abase + (row0 + r) * BT + row0 + rs[None, :])   # [NBLK, 16]: row r of each block
-        n_r = tl.sum(a_r[:, :, None] * n, 1)                            # A[r, :] N, per block
-        n = tl.where(rs[None, :, None] == r, eye3 - n_r[:, None, :], n)
+        a_r = tl.load(A + abase + (o + r) * BT + o + rs)          # row r of the block (zero from r on)
+        n_r = tl.sum(a_r[:, None] * n, 0)                          # A[r, :] N
+        n = tl.where(rs[:, None] == r, eye - n_r[None, :], n)
     return n
 
 
@@ -688,26 +683,37 @@ def _put16(UT_N, UT_T, mbase, BETA, bbase, n, i: tl.constexpr, j: tl.constexpr, 
 
 
 @triton.jit
-def _ut_solve(UT_T, UT_N, mbase, BETA, bbase, HK: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
-    """The UT transform of one block from ``A = strictLower(diag(beta) W W^T)``, which the caller left in
-    the block's ``UT_T`` slot: writes ``N = (I + A)^-1`` to ``UT_N`` and ``T = N diag(beta)`` over ``A``.
+def _ut_kernel(W, BETA, UT_T, UT_N, T, NB,
+               HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
+    """Per block, the UT transform: ``N = (I + A)^-1`` with ``A = strictLower(diag(beta) W W^T)`` and
+    ``T = N diag(beta)``, in float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee).
 
-    The diagonal 16 x 16 blocks of ``N`` come from ``_inv_diag16`` (stored in ``UT_N``, then read back
-    one by one); the others by the blocked recurrence ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``
-    with 16 x 16 products (BT in {16, 32, 64}); barriers order the accesses to the shared slots."""
-    rs = tl.arange(0, 16)
-    bs = tl.arange(0, BT // 16)
-    ndiag = _inv_diag16(UT_T, mbase, BT // 16, BT)
-    rows = (bs[:, None, None] * 16 + rs[None, :, None]) * BT + bs[:, None, None] * 16 + rs[None, None, :]
-    tl.store(UT_N + mbase + rows, ndiag)
+    v11, after fla's ``solve_tril``: the 16 x 16 diagonal blocks of ``I + A`` are inverted by
+    substitution (``_inv16``), then merged block by block with 16 x 16 products,
+    ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``; ``A`` is kept in this block's ``UT_T`` slot meanwhile
+    (a barrier orders the accesses), and ``N`` and ``T`` are written block by block (BT in {16, 32, 64})."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    rt = tl.arange(0, BT)
+    kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT + i_c * BT * BT
+    c0 = i_c * BT
+    bbase = (i_b.to(tl.int64) * T + c0) * HK + i_hk
+    w = tl.load(_tile(W, kbase, c0, HK, D, BT))
+    beta = tl.load(BETA + bbase + rt * HK)
+    wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
+    tl.store(UT_T + mbase + rt[:, None] * BT + rt[None, :],
+             tl.where(rt[:, None] > rt[None, :], beta[:, None] * wwt, 0.0))
     tl.debug_barrier()
-    n11 = tl.load(_blk16(UT_N, mbase, 0, 0, BT))
+    n11 = _inv16(UT_T, mbase, 0, BT)
     if BT == 16:
         tl.debug_barrier()
         _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK)
     else:
         tl.static_assert(BT == 32 or BT == 64, "block length must be 16, 32 or 64")
-        n22 = tl.load(_blk16(UT_N, mbase, 1, 1, BT))
+        n22 = _inv16(UT_T, mbase, 16, BT)
         a21 = tl.load(_blk16(UT_T, mbase, 1, 0, BT))
         n21 = -tl.dot(tl.dot(n22, a21, input_precision=SOLVE_PREC), n11, input_precision=SOLVE_PREC)
         if BT == 32:
@@ -718,8 +724,8 @@ def _ut_solve(UT_T, UT_N, mbase, BETA, bbase, HK: tl.constexpr, BT: tl.constexpr
             _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK)
             _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK)
         else:
-            n33 = tl.load(_blk16(UT_N, mbase, 2, 2, BT))
-            n44 = tl.load(_blk16(UT_N, mbase, 3, 3, BT))
+            n33 = _inv16(UT_T, mbase, 32, BT)
+            n44 = _inv16(UT_T, mbase, 48, BT)
             a31 = tl.load(_blk16(UT_T, mbase, 2, 0, BT))
             a32 = tl.load(_blk16(UT_T, mbase, 2, 1, BT))
             a41 = tl.load(_blk16(UT_T, mbase, 3, 0, BT))
@@ -755,45 +761,25 @@ def _ut_solve(UT_T, UT_N, mbase, BETA, bbase, HK: tl.constexpr, BT: tl.constexpr
 
 
 @triton.jit
-def _fwd_block_kernel(K, W, BETA, UT_T, UT_N, UT_TW, K_BLOCK_END, UT_M, T, NB,
-                      HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
-                      SOLVE_PREC: tl.constexpr, PREC: tl.constexpr):
-    """Per block, the forward's factors (the backward's ``_bwd_block_kernel`` differentiates them):
-
-    1. the UT transform ``N = (I + A)^-1``, ``A = strictLower(diag(beta) W W^T)``, ``T = N diag(beta)``
-       in float32 accuracy (``_ut_solve``; ``SOLVE_PREC``: tf32x3 on tensor cores, or ieee);
-    2. ``T W``, ``M = T strictLower(W K^T)`` and the keys moved to the block's end ``K-> = K - M^T W``
-       (``PREC``: tf32 for half-precision inputs).
-
-    One kernel since v17 (until v16 ``_ut_kernel`` and ``_prep_kernel``, the second reading ``W`` and
-    ``T`` from memory again): ``T`` is read back from this program's own slot after a barrier, and the
-    ``W`` tile is loaded again for part 2 (a cache hit: this program has just read it). Holding it across
-    the solve instead would take 128 KB of shared memory at D = 128 (112 KB so), one program per SM
-    where the registers allow two."""
+def _prep_kernel(K, W, UT_TW, K_BLOCK_END, UT_T, UT_M, T, NB,
+                 HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """Per block, after ``_ut_kernel``: ``T W``, ``M = T strictLower(W K^T)`` and the keys moved to the
+    block's end ``K-> = K - M^T W`` (``PREC``: tf32 for half-precision inputs)."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
     i_hk = i_bh % HK
     rt = tl.arange(0, BT)
-    strict = rt[:, None] > rt[None, :]
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
-    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT + i_c * BT * BT
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT
     c0 = i_c * BT
-    bbase = (i_b.to(tl.int64) * T + c0) * HK + i_hk
     w = tl.load(_tile(W, kbase, c0, HK, D, BT))
-    beta = tl.load(BETA + bbase + rt * HK)
-    wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
-    tl.store(UT_T + mbase + rt[:, None] * BT + rt[None, :], tl.where(strict, beta[:, None] * wwt, 0.0))
-    tl.debug_barrier()
-    _ut_solve(UT_T, UT_N, mbase, BETA, bbase, HK, BT, SOLVE_PREC)
-    tl.debug_barrier()
-    tm = tl.load(UT_T + mbase + rt[:, None] * BT + rt[None, :])
-    w = tl.load(_tile(W, kbase, c0, HK, D, BT))
+    tm = tl.load(_sq(UT_T, mbase, i_c, BT))
     tl.store(_tile(UT_TW, kbase, c0, HK, D, BT), tl.dot(tm, w, input_precision=PREC))
     k = tl.load(_tile(K, kbase, c0, HK, D, BT)).to(tl.float32)
-    cm = tl.where(strict, tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
+    cm = tl.where(rt[:, None] > rt[None, :], tl.dot(w, tl.trans(k), input_precision=PREC), 0.0)
     mm = tl.dot(tm, cm, input_precision=PREC)
-    tl.store(UT_M + mbase + rt[:, None] * BT + rt[None, :], mm)
+    tl.store(_sq(UT_M, mbase, i_c, BT), mm)
     ka = k - tl.dot(tl.trans(mm), w, input_precision=PREC)
     tl.store(_tile(K_BLOCK_END, kbase, c0, HK, D, BT), ka.to(K_BLOCK_END.dtype.element_ty))
 

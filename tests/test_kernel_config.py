@@ -39,7 +39,7 @@ class Old:
     _FWD_ONLY_SEG_BLOCKS = {128: 16}
     _STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
     _STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
-    _WARP_KEYS = ("fwd_block", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q",
+    _WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q",
                   "inter_kv")
     _SEG_SPLIT = {128: 32}
     _BLOCK_COLS = {64: 32, 128: 32}
@@ -113,13 +113,13 @@ class Old:
         D = q.shape[-1]
         half = q.dtype != torch.float32
         if cuda8 and D >= 128 and half:
-            out = dict(fwd_block=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
+            out = dict(ut=4, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
         elif cuda8 and D >= 128:
-            out = dict(fwd_block=4, block=4, intra=8, seg=8)
+            out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
         elif cuda8 and D >= 64 and half:
-            out = dict(fwd_block=4, block=4, intra=4, seg=4)
+            out = dict(ut=4, prep=4, block=4, intra=4, seg=4)
         elif cuda8 and D >= 64:
-            out = dict(fwd_block=4, block=8, intra=8, seg=4)
+            out = dict(ut=4, prep=4, block=8, intra=8, seg=4)
         else:
             out = {key: warps for key in cls._WARP_KEYS}
         for key in ("fwd", "inter_q", "inter_kv"):
@@ -428,8 +428,7 @@ def test_bad_arguments(clean):
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("var,good,bad", [
-    ("PATH_KERNELS_WARPS", "fwd_block=8, intra=2,inter_kv=16 ,",
-     ["delta=4", "fwd_block=3", "fwd_block", "fwd_block=8,fwd_block=4", "=4", "fwd_block=x", "ut=4"]),
+    ("PATH_KERNELS_WARPS", "ut=8, intra=2,inter_kv=16 ,", ["delta=4", "ut=3", "ut", "ut=8,ut=4", "=4", "ut=x"]),
     ("PATH_KERNELS_STAGES", "fwd=3, inter_kv=2", ["intra=2", "fwd=5", "fwd", "fwd=0"]),
     ("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64", ["seg_split", "rows=16", "seg_split=24"]),
     ("PATH_KERNELS_PAD_D32", "0", ["yes", "2", "true"]),
@@ -442,7 +441,7 @@ def test_one_parser_for_every_variable(var, good, bad):
         with pytest.raises(ValueError, match=var):
             kp.env_overrides({var: value})
     assert kp.env_overrides({}) == kp.Overrides()
-    assert dict(kp.env_overrides({"PATH_KERNELS_WARPS": "fwd_block=8, intra=2"}).warps) == {"fwd_block": 8, "intra": 2}
+    assert dict(kp.env_overrides({"PATH_KERNELS_WARPS": "ut=8, intra=2"}).warps) == {"ut": 8, "intra": 2}
     assert kp.env_overrides({"PATH_KERNELS_PAD_D32": "1"}).pad_d32 is True
     assert kp.env_overrides({"PATH_KERNELS_PAD_D32": ""}).pad_d32 is None
 

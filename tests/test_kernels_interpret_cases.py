@@ -444,8 +444,8 @@ def test_head_dim_32_padded_to_64(monkeypatch):
 @pytest.mark.parametrize("BT", [16, 32, 64])
 @pytest.mark.parametrize("kind", ["random", "near_parallel", "beta_2"])
 def test_prep_blocked_inverse_matches_float64(BT, kind):
-    """_fwd_block_kernel's blocked UT inverse N = (I + A)^-1 (the 16 x 16 diagonal blocks by forward
-    substitution, all at once, merged by matmuls) against a float64 inverse, on inputs that make N large: nearly
+    """The prep kernel's blocked UT inverse N = (I + A)^-1 (16 x 16 diagonal blocks by forward
+    substitution, merged by matmuls) against a float64 inverse, on inputs that make N large: nearly
     parallel directions (|w_i . w_j| ~ 1) and beta = 2 (reflections)."""
     from path_lib.kernels._path import _precompute, kernel_config
     gen = torch.Generator().manual_seed(100 + BT)
@@ -460,7 +460,7 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
         beta.view(-1)[::3] = 1.999
     w = F.normalize(w, dim=-1)
     cfg = kernel_config(k.device, k.dtype, D, T, block_size=BT, seg_blocks=2)
-    assert (cfg.block_precision, cfg.solve_precision, cfg.warps.fwd_block) == ("ieee", "ieee", 4)
+    assert (cfg.block_precision, cfg.solve_precision, cfg.warps.ut) == ("ieee", "ieee", 4)
     pre = _precompute(k, w.contiguous(), beta.contiguous(), cfg)
     Wb = w.double().view(B, T // BT, BT, H, D).permute(0, 3, 1, 2, 4)
     bb = beta.double().view(B, T // BT, BT, H).permute(0, 3, 1, 2)
@@ -473,7 +473,7 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
 
 
 def test_prep_variants_script_launches_the_shipped_kernels():
-    """benchmarks/prep_variants.py times the shipped _fwd_block_kernel and _seg_fwd_kernel at
+    """benchmarks/prep_variants.py times the shipped _ut_kernel, _prep_kernel and _seg_fwd_kernel at
     several warp counts; its launches must reproduce what the library computes (_precompute)."""
     import importlib.util
     from pathlib import Path
@@ -484,7 +484,7 @@ def test_prep_variants_script_launches_the_shipped_kernels():
     spec.loader.exec_module(pv)
     k, w, beta = pv.make(1, 64, 2, 32, "cpu", dtype=torch.float32)
     o = pv.outputs(k, 16, SB=2)
-    for kernel in ("block", "seg"):
+    for kernel in ("ut", "prep", "seg"):
         pv.launch(kernel, k, w, beta, o, 16, "ieee", 4, SB=2)
     ref = _precompute(k, w, beta, kernel_config(k.device, k.dtype, 32, 64, block_size=16, seg_blocks=2))
     for name in ("TW", "KA", "TM", "MM", "NM", "KS", "RS", "SEG"):
@@ -528,14 +528,14 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
     warps = lambda D=64: kernel_config("cpu", torch.float32, D, 16).warps  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
     w = warps()
-    assert [f.name for f in dataclasses.fields(w)] == ["fwd_block", "block", "intra", "diag", "seg", "seg_bwd",
+    assert [f.name for f in dataclasses.fields(w)] == ["ut", "prep", "block", "intra", "diag", "seg", "seg_bwd",
                                                        "fwd", "fwd_inter", "inter_q", "inter_kv", "delta"]
     assert {getattr(w, f.name) for f in dataclasses.fields(w)} == {4}
     assert {getattr(warps(128), f.name) for f in dataclasses.fields(w)} == {4, 8} and warps(128).delta == 4
-    monkeypatch.setenv("PATH_KERNELS_WARPS", "fwd_block=8, intra=2, inter_kv=8, seg_bwd=4")
+    monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8, seg_bwd=4")
     w = warps()
-    assert (w.fwd_block, w.intra, w.block, w.inter_kv, w.fwd, w.seg_bwd, w.seg, w.diag) == (8, 2, 4, 8, 4, 4, 4, 4)
-    for bad in ("delta=4", "fwd_block=3", "fwd_block", "ut=4", "prep=4"):
+    assert (w.ut, w.intra, w.prep, w.inter_kv, w.fwd, w.seg_bwd, w.seg, w.diag) == (8, 2, 4, 8, 4, 4, 4, 4)
+    for bad in ("delta=4", "ut=3", "ut"):
         monkeypatch.setenv("PATH_KERNELS_WARPS", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_WARPS"):
             warps()

@@ -46,8 +46,8 @@ mirror (this module)           kernel                                       comp
 ``gate_cumsum``                ``_path._gate_cumsum``                       ``G = cumsum(g)``, ``[B, H, T]``
 ``forward``                    ``_path._forward_impl``                      the phases below, in launch order
 ``precompute``                 ``_path._precompute``                        phases 1 and 2
-``ut``                         ``_triton_kernels._fwd_block_kernel`` (1.)   ``N``, ``T`` per block
-``prep``                       ``_triton_kernels._fwd_block_kernel`` (2.)   ``T W``, ``M``, ``K->`` per block
+``ut``                         ``_triton_kernels._ut_kernel``               ``N``, ``T`` per block
+``prep``                       ``_triton_kernels._prep_kernel``             ``T W``, ``M``, ``K->`` per block
 ``seg_fwd``                    ``_triton_kernels._seg_fwd_kernel``          ``R_j``, ``Kseg``, ``Seg`` per segment
 ``pair``                       ``_triton_kernels._pair_kernel``             ``Om(kc, k)``
 ``fwd``                        ``_triton_kernels._fwd_kernel``              diagonal block, own segment, ``Q0``
@@ -158,11 +158,11 @@ def online_softmax_step(m, l, acc, s2, vb):
 # ----------------------------------------------------------------------------------------------
 
 def ut(W: torch.Tensor, beta: torch.Tensor):
-    """The UT transform of every block (``_fwd_block_kernel``, its first part).
+    """The UT transform of every block (``_ut_kernel``).
 
     ``A = strictLower(diag(beta) W W^T)``, ``N = (I + A)^-1``, ``T = N diag(beta)``, so that the block's
     product is ``P = I - W^T T W``. The kernel inverts the 16 x 16 diagonal blocks of ``I + A`` by
-    substitution (all at once) and merges them; here one exact unit-triangular solve.
+    substitution and merges them; here one exact unit-triangular solve.
 
     Args:
         W: ``[B, Hk, NB, BT, D]`` directions; beta: ``[B, Hk, NB, BT]``.
@@ -177,7 +177,7 @@ def ut(W: torch.Tensor, beta: torch.Tensor):
 
 
 def prep(K: torch.Tensor, W: torch.Tensor, TM: torch.Tensor):
-    """Per block, after :func:`ut` (``_fwd_block_kernel``, its second part, in the same program): ``T W``, ``M = T strictLower(W K^T)`` and the keys
+    """Per block, after :func:`ut` (``_prep_kernel``): ``T W``, ``M = T strictLower(W K^T)`` and the keys
     moved to the block's end, ``K-> = K - M^T W`` (row ``r``: ``(H_end ... H_{r+1} k_r)^T``).
 
     Args:

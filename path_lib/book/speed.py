@@ -535,9 +535,8 @@ PHASE_GROUPS = {
 #: ``delta = do . o`` (one number per query row) is grouped with the query side.
 KERNEL_PHASES = {
     # this book's kernels
-    "_fwd_block_kernel": "precompute: per block (UT transform)",
-    "_ut_kernel": "precompute: per block (UT transform)",  # until v16 (the records made then)
-    "_prep_kernel": "precompute: per block (UT transform)",  # until v16
+    "_ut_kernel": "precompute: per block (UT transform)",
+    "_prep_kernel": "precompute: per block (UT transform)",
     "_seg_fwd_kernel": "precompute: per segment (products)",
     "_pair_kernel": "precompute: per segment (products)",
     "_fwd_kernel": "forward: diagonal block and own segment",
