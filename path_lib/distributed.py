@@ -97,6 +97,13 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
+def _local_gate_cumsum(g: Optional[torch.Tensor], dt: torch.dtype) -> Optional[torch.Tensor]:
+    """The chunk's own gate cumsum, ``g [B, L, Hq]`` -> ``G [B, Hq, L]`` in ``dt`` (None for None), summed
+    along the contiguous last dim of a heads-first copy (as ``kernels._path._gate_cumsum``: torch's scan
+    along the strided time dim of ``[B, L, H]`` runs only ``B * H`` scans in parallel)."""
+    return None if g is None else torch.cumsum(g.to(dt).transpose(1, 2).contiguous(), dim=-1)
+
+
 # ----------------------------------------------------------------------------------------------
 # the chunk summary (keys moved to the chunk's end, the chunk's product) and the local scan
 # ----------------------------------------------------------------------------------------------
@@ -190,7 +197,7 @@ class _Local:
         self.dtype, self.n_rep = dt, q.shape[2] // k.shape[2]
         self.q, self.k, self.v = (x.to(dt).transpose(1, 2) for x in (q, k, v))
         self.w, self.beta = w.to(dt).transpose(1, 2), beta.to(dt).transpose(1, 2)
-        self.G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
+        self.G = _local_gate_cumsum(g, dt)
         self.spans, self.Ts, self.K_blk, self.TW, self.K_end, self.P = _blocks(self.k, self.w, self.beta,
                                                                               block_size)
 
@@ -282,7 +289,7 @@ class _KernelLocal:
         B, L, Hq, D = q.shape
         Hk = k.shape[2]
         self.n_rep = Hq // Hk
-        self.G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
+        self.G = _local_gate_cumsum(g, dt)
         self.v = v.to(dt).transpose(1, 2)
         self.Qh = self.K_end = self.P = None
         if not (summary or queries) or L == 0:
