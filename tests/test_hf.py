@@ -26,6 +26,16 @@ def _ids(B, T, seed=1):
     return torch.randint(1, V, (B, T), generator=torch.Generator().manual_seed(seed))
 
 
+def _assert_same_model(loaded, m, ids):
+    """Bit-equal weights, and float64 logits equal to round-off: the same weights at other addresses may
+    take other vectorised paths through the CPU's matrix products (differences of about 1e-16)."""
+    want = m.state_dict()
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, want[name]), name
+    with torch.no_grad():
+        assert (loaded(ids).logits - m(ids).logits).abs().max().item() < 1e-12
+
+
 @pytest.mark.parametrize("tie", [True, False])
 def test_save_load_round_trip(tmp_path, tie):
     m = _model(tie=tie)
@@ -35,8 +45,7 @@ def test_save_load_round_trip(tmp_path, tie):
     fields = lambda c: {k: v for k, v in c.to_dict().items() if k != "_name_or_path"}   # noqa: E731
     assert fields(loaded.config) == fields(m.config)
     assert (loaded.model.head.weight is loaded.model.embed.weight) == tie
-    with torch.no_grad():
-        assert torch.equal(loaded(ids).logits, m(ids).logits)
+    _assert_same_model(loaded, m, ids)
 
 
 def test_auto_classes_load_the_saved_model(tmp_path):
@@ -48,8 +57,7 @@ def test_auto_classes_load_the_saved_model(tmp_path):
     back = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=f64).eval()
     assert type(back) is PaTHForCausalLM
     ids = _ids(2, 7)
-    with torch.no_grad():
-        assert torch.equal(back(ids).logits, m(ids).logits)
+    _assert_same_model(back, m, ids)
 
 
 def test_generate_stops_at_eos():

@@ -432,8 +432,20 @@ class PaTHAttention(AttentionLayer):
         self.g_proj = _init_linear(nn.Linear(d_model, n_heads, bias=True)) if use_forget_gate else None
 
     # -- per-token parameters ---------------------------------------------------------------
-    def _w_from_conv_input(self, u: torch.Tensor) -> torch.Tensor:
-        """``u [B, T + conv_size - 1, w_dim]`` (left context included) -> w ``[B, T, Hk, Dh]`` float32."""
+    def _fused_conv(self, u: torch.Tensor) -> bool:
+        """Whether w comes from the fused Triton pass (:func:`path_lib.kernels.short_conv.short_conv_normalize`):
+        with the Triton attention backend, for any dtype but float64 (whose exact checks stay in PyTorch)."""
+        return u.dtype != torch.float64 and self._resolve_backend(u) == "triton"
+
+    def _w_from_conv_input(self, u: torch.Tensor, left_context: bool = True) -> torch.Tensor:
+        """``u [B, T + conv_size - 1, w_dim]`` (left context included; ``[B, T, w_dim]``, zeros before the
+        first step, without it) -> w ``[B, T, Hk, Dh]`` float32 (float64 for float64 u)."""
+        if self._fused_conv(u):
+            from path_lib.kernels.short_conv import short_conv_normalize
+            return short_conv_normalize(u, self.w_conv.weight, self.n_kv_heads, normalization=self.w_normalization,
+                                        left_context=left_context)
+        if not left_context:
+            u = F.pad(u, (0, 0, self.conv_size - 1, 0))
         B = u.shape[0]
         if u.shape[1] < self.conv_size:                      # T = 0: nothing to convolve
             return u.new_zeros(B, 0, self.n_kv_heads, self.head_dim, dtype=_param_dtype(u))
@@ -453,9 +465,7 @@ class PaTHAttention(AttentionLayer):
 
     def path_params(self, x: torch.Tensor):
         """``x [B, T, d_model]`` -> w ``[B, T, Hk, Dh]``, beta ``[B, T, Hk]``, g ``[B, T, Hq]`` or None (float32)."""
-        u = self.w_up(self.w_down(x))
-        u = F.pad(u, (0, 0, self.conv_size - 1, 0))
-        w = self._w_from_conv_input(u)
+        w = self._w_from_conv_input(self.w_up(self.w_down(x)), left_context=False)
         beta, g = self._beta_g(x)
         return w, beta, g
 
