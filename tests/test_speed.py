@@ -382,3 +382,21 @@ def test_cp_tables_from_the_record():
     t, s = speed.cp_tables(fake)
     assert t.splitlines()[2] == "| c | - | 2.0e-06 (3.0 ms) | - | 1.0e-06 (2.0 ms) |"
     assert s.endswith("alone: kernels (1 rank) 1.5x.")
+
+
+def test_short_conv_table_from_the_record():
+    """The short-convolution table: two rows per shape with ms and floor ratios read from the record, and a sentence
+    whose speed-ups and error comparison are recomputed from its rows (a synthetic record flips the verdict)."""
+    rec = load_record("short_conv")
+    table, sentence = speed.short_conv_table(rec)
+    lines = table.splitlines()
+    shapes = {(r["B"], r["T"], r["C"], r["H"]) for r in rec["rows"]}
+    assert len(lines) == 2 + 2 * len(shapes)
+    by = {(r["B"], r["C"], r["method"], r["mode"]): r for r in rec["rows"]}
+    B, _, C, _ = sorted(shapes)[0]
+    fused = by[B, C, "fused", "fwdbwd"]
+    assert f"{fused['ms']:.3f} ({fused['x_floor']:.1f}x)" in lines[3] and "fused" in lines[3]
+    speedup = by[B, C, "pytorch", "fwdbwd"]["ms"] / fused["ms"]
+    assert f"{speedup:.1f}x forward+backward at B x T x C = {B} x" in sentence
+    worse = {"rows": [dict(r, w_max_abs=1.0) if r["method"] == "fused" else r for r in rec["rows"]]}
+    assert "is no closer to" in speed.short_conv_table(worse)[1]

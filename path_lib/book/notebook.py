@@ -50,6 +50,7 @@ RECORDS = {
     "decode": "benchmarks/results/bench_decode.json",          # decode step vs SDPA, benchmarks/bench_decode.py
     "cp_single_gpu": "benchmarks/results/cp_single_gpu.json",  # context parallel, N = 1, benchmarks/cp_single_gpu.py
     "lm_throughput": "benchmarks/results/bench_lm_throughput.json",  # training tokens/s, benchmarks/bench_lm_throughput.py
+    "short_conv": "benchmarks/results/bench_short_conv.json",  # w's fused pass vs PyTorch, benchmarks/bench_short_conv.py
     "compile_sm90": "benchmarks/results/compile_sm90.json",    # AOT resource report, H100/H200
     "compile_sm75_fp16_D64": "benchmarks/results/compile_sm75_fp16_D64_bt32.json",    # T4
     "compile_sm75_fp16_D128": "benchmarks/results/compile_sm75_fp16_D128_bt16.json",

@@ -50,7 +50,7 @@ __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SH
            "group_table",
            "compile_summary", "compile_table", "launcher_config", "t4_floors", "agrees",
            "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor", "decode_tables",
-           "lm_throughput_tables", "LM_NAMES", "cp_tables"]
+           "lm_throughput_tables", "LM_NAMES", "cp_tables", "short_conv_table"]
 
 #: method key in the record -> (label, colour, line style, marker). ``sdpa``'s label gets its backend.
 METHODS = {
@@ -1033,6 +1033,40 @@ def lm_throughput_tables(rec: dict, *, target: float = 0.8) -> Tuple[str, Option
         summary += (f". Of the GPU time per step, the PaTH kernels take {by['path'].get('PaTH kernels', 0.0):.1f} ms "
                     f"where SDPA takes {by['rope'].get('attention (SDPA)', 0.0):.1f} ms in the RoPE model")
     return "\n".join(md), gpu_md, summary + "."
+
+
+# ----------------------------------------------------------------------------------------------
+# PaTH's direction map w in one pass: benchmarks/bench_short_conv.py's record
+# ----------------------------------------------------------------------------------------------
+
+def short_conv_table(rec: dict) -> Tuple[str, str]:
+    """The short-convolution record (``RECORDS["short_conv"]``) as ``(table, sentence)``.
+
+    One row per shape and method (``pytorch``: the layer's ``F.conv1d``, SiLU, cast and ``F.normalize``;
+    ``fused``: ``path_lib.kernels.short_conv``): forward and forward+backward ms with the ratio to the
+    byte floor, and the errors against float64 (w: max abs; du, dweight: relative to the largest). The
+    sentence gives the fused pass's speed-up over PyTorch's at each shape."""
+    rows = {(r["B"], r["T"], r["C"], r["H"], r["method"], r["mode"]): r for r in rec["rows"]}
+    shapes = list(dict.fromkeys(k[:4] for k in rows))
+    names = {"pytorch": "PyTorch (conv1d, SiLU, cast, normalize)", "fused": "fused Triton pass"}
+    md = ["| B x T x C, heads | method | forward ms (x floor) | forward+backward ms (x floor) | error w | du | dweight |",
+          "|---|---|---|---|---|---|---|"]
+    gains = []
+    for B, T, C, H in shapes:
+        for method in ("pytorch", "fused"):
+            f, fb = rows[B, T, C, H, method, "fwd"], rows[B, T, C, H, method, "fwdbwd"]
+            md.append(f"| {B} x {T:,} x {C}, {H} | {names[method]} | {f['ms']:.3f} ({f['x_floor']:.1f}x) | "
+                      f"{fb['ms']:.3f} ({fb['x_floor']:.1f}x) | {f['w_max_abs']:.1e} | {f['du_rel']:.1e} | "
+                      f"{f['dweight_rel']:.1e} |")
+        ratio = lambda mode: rows[B, T, C, H, "pytorch", mode]["ms"] / rows[B, T, C, H, "fused", mode]["ms"]  # noqa: E731
+        gains.append(f"{ratio('fwd'):.1f}x forward and {ratio('fwdbwd'):.1f}x forward+backward at "
+                     f"B x T x C = {B} x {T:,} x {C}")
+    sentence = "The fused pass is faster than PyTorch's by " + "; by ".join(gains) + "."
+    err = {m: max(r["w_max_abs"] for k, r in rows.items() if k[4] == m) for m in ("pytorch", "fused")}
+    closer = "closer to" if err["fused"] < err["pytorch"] else "no closer to"
+    sentence += (f" Its w is {closer} the float64 map than PyTorch's (largest error {err['fused']:.1e} against "
+                 f"{err['pytorch']:.1e}).")
+    return "\n".join(md), sentence
 
 
 # ----------------------------------------------------------------------------------------------
