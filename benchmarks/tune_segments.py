@@ -1,4 +1,5 @@
-"""Tuning run: time ``path_lib.kernels.path_attention`` (bf16, B*T = 32768, H*D = 2048, PaTH without the gate) at
+"""Tuning run: time ``path_lib.kernels.path_attention`` (bf16, B*T = 32768, H*D = 2048 unless ``--tokens`` /
+``--hidden`` say otherwise, e.g. ``--tokens 8192 --hidden 768`` for the LM benchmark's layer; PaTH without the gate) at
 several segment lengths ``SB`` (blocks per segment) and per-kernel warp counts, forward and
 forward+backward, in one GPU call. ``SB`` moves work between the per-segment intra kernel (pairs inside
 a segment, sequential per segment) and the inter-segment kernels (plain attention against the keys
@@ -32,6 +33,8 @@ def main():
     ap.add_argument("--env", default="", help="extra settings at the default segment length, '|'-separated, "
                     "each NAME=VALUE or NAME=VALUE&NAME2=VALUE2 (e.g. PATH_KERNELS_STAGES=inter_q=4|PATH_KERNELS_SPLIT=seg_split=16)")
     ap.add_argument("--modes", default="fwdbwd")
+    ap.add_argument("--tokens", type=int, default=32768, help="B * T of every shape")
+    ap.add_argument("--hidden", type=int, default=2048, help="H * D of every shape")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rep", type=int, default=12)
     args = ap.parse_args()
@@ -51,8 +54,8 @@ def main():
     for spec in args.shapes.split(";"):
         D, T, sbs = spec.split(":")
         D, T = int(D), int(T)
-        H = 2048 // D
-        ins = make(32768 // T, T, H, D, torch.Generator(device="cuda").manual_seed(0))
+        H = args.hidden // D
+        ins = make(max(1, args.tokens // T), T, H, D, torch.Generator(device="cuda").manual_seed(0))
         default = _segments(T // 64, 64, D)
         for warps in args.warps.split("|"):
             os.environ["PATH_KERNELS_WARPS"] = warps
@@ -76,7 +79,7 @@ def main():
                     os.environ.pop(name)
                 else:
                     os.environ[name] = old
-    write_result(args.out, dict(dtype="bfloat16", tokens=32768, hidden=2048, rows=rows),
+    write_result(args.out, dict(dtype="bfloat16", tokens=args.tokens, hidden=args.hidden, rows=rows),
                  command="PYTHONPATH=. python3 " + " ".join(sys.argv))
 
 
