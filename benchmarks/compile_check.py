@@ -30,7 +30,8 @@ import path_lib.kernels._path as _path  # noqa: E402
 import path_lib.kernels._triton_kernels as K  # noqa: E402
 
 # what the single-segment mode launches besides the forward and block kernels (kernels/_path.py)
-SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_kernel", "_prep_kernel")
+SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_kernel", "_prep_kernel",
+                          "_bwd_block_kernel")
 SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GROUP="i32")
 # opt-in shared memory per block by architecture (--smem overrides): what kernel_config reads off a device
 ARCH_SMEM = {75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
@@ -121,8 +122,8 @@ def configs(arch, dtype, D, BT=None, smem=None):
         (K._seg_fwd_kernel, dict(K_BLOCK_END=qt, K_SEG_END=qt), blk, w.seg, 1),
         (K._pair_kernel, {}, dict(HK=2, D=D, PREC=cfg.solve_precision), w.seg, 1),
         (K._seg_bwd_kernel, dict(K_BLOCK_END=qt), dict(blk, DR=cfg.seg_split), w.seg_bwd, 1),
-        (K._seg_grad_kernel, {}, dict(blk, DC=cfg.seg_split), w.seg, 1),
-        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(blk, HQ=4, DC=cfg.block_cols, SEGS=True), w.block, 1),
+        (K._seg_grad_kernel, {}, dict(blk, HQ=4, DC=cfg.seg_split), w.seg, 1),
+        (K._bwd_block_kernel, dict(K=qt, OUT_DK=qt), dict(blk, HQ=4, DC=cfg.block_cols), w.block, 1),
     ]
 
 
@@ -136,7 +137,7 @@ def main():
                     help="opt-in shared memory per block in bytes (default: ARCH_SMEM of --arch)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--single-segment", action="store_true",
-                    help="only the kernels the single-segment mode launches (forward and block kernel with "
+                    help="only the kernels the single-segment mode launches (the forward kernel with "
                          "SEGS=False; the segment kernels are skipped), as a T4 at D = 128 runs them")
     ap.add_argument("--kernels", default=None, help="comma list of kernel names to compile (default: all)")
     args = ap.parse_args()
@@ -149,7 +150,7 @@ def main():
                 if only and fn.fn.__name__ not in only:
                     continue
                 if args.single_segment:
-                    if fn.fn.__name__ in ("_fwd_kernel", "_bwd_block_kernel"):
+                    if fn.fn.__name__ == "_fwd_kernel":
                         ce = dict(ce, SEGS=False)
                     elif fn.fn.__name__ not in SINGLE_SEGMENT_KERNELS:
                         continue

@@ -644,7 +644,9 @@ def _pair_products(Seg):
 def _precompute(k, w, beta, cfg: KernelConfig):
     """Per-block factors, per-segment products and the segment-pair products ``Om`` (``NS (NS-1)/2``
     matrices of ``D x D``), all in Triton, at ``cfg``'s block length, segments, warps and precisions.
-    Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous."""
+    Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous. For a call that records no gradient
+    (``cfg.forward_only``) the factors only the backward reads, ``N`` and the suffix products ``R_j``,
+    are neither allocated nor written (v19): ``NM`` and ``RS`` are then None."""
     kern = _triton()
     B, T, HK, D = k.shape
     BT, SB, NB, NS = _blocks_of(cfg, T)
@@ -654,10 +656,11 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     KA = torch.empty(B, T, HK, D, dtype=k.dtype, device=dev)
     TM = torch.empty(B, HK, NB, BT, BT, **f32)
     MM = torch.empty(B, HK, NB, BT, BT, **f32)
-    NM = torch.empty(B, HK, NB, BT, BT, **f32)
+    keep = not cfg.forward_only
+    NM = torch.empty(B, HK, NB, BT, BT, **f32) if keep else None
     _run(kern._ut_kernel, (NB, B * HK), cfg.warps.ut,
-         W=w, BETA=beta, UT_T=TM, UT_N=NM, T=T, NB=NB,
-         HK=HK, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision)
+         W=w, BETA=beta, UT_T=TM, UT_N=NM if keep else TM, T=T, NB=NB,
+         HK=HK, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision, STORE_N=keep)
     _run(kern._prep_kernel, (NB, B * HK), cfg.warps.prep,
          K=k, W=w, UT_TW=TW, K_BLOCK_END=KA, UT_T=TM, UT_M=MM, T=T, NB=NB,
          HK=HK, D=D, BT=BT, PREC=cfg.block_precision)
@@ -665,11 +668,11 @@ def _precompute(k, w, beta, cfg: KernelConfig):
         OM = torch.eye(D, **f32).expand(B, HK, 1, D, D).contiguous()
         return dict(TW=TW, KA=KA, KS=KA, TM=TM, MM=MM, NM=NM, RS=OM, SEG=OM, OM=OM)
     KS = torch.empty(B, T, HK, D, dtype=k.dtype, device=dev)
-    RS = torch.empty(B, HK, NB, D, D, **f32)
+    RS = torch.empty(B, HK, NB, D, D, **f32) if keep else None
     Seg = torch.empty(B, HK, NS, D, D, **f32)
     _run(kern._seg_fwd_kernel, (NS, B * HK), cfg.warps.seg,
-         W=w, UT_TW=TW, K_BLOCK_END=KA, K_SEG_END=KS, SUFFIX_R=RS, SEG_PROD=Seg, T=T, NB=NB, NS=NS, SB=SB,
-         HK=HK, D=D, BT=BT, PREC=cfg.block_precision)
+         W=w, UT_TW=TW, K_BLOCK_END=KA, K_SEG_END=KS, SUFFIX_R=RS if keep else Seg, SEG_PROD=Seg, T=T, NB=NB,
+         NS=NS, SB=SB, HK=HK, D=D, BT=BT, PREC=cfg.block_precision, STORE_R=keep)
     OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, **f32)
     _run(kern._pair_kernel, (NS - 1, B * HK), cfg.warps.seg,
          SEG_PROD=Seg, PAIR_PROD=OM, NS=NS, HK=HK, D=D, PREC=cfg.solve_precision)
@@ -799,13 +802,11 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     dks = torch.empty(B, T, HQ, D, **f32) if NS > 1 else None
     dv = torch.empty(B, T, HQ, D, **f32)
     dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the diagonal kernel
-    dk = torch.empty(B, T, HQ, D, **f32)
     # dK->, dW and d(T W) (v13) of the own-segment pairs, accumulated by the intra kernel (zeroing them
     # there, at a block's first touch or before its loop, timed no faster: benchmarks/HISTORY.md, v13)
     dka = torch.zeros(B, T, HQ, D, **f32)
     dw = torch.zeros(B, T, HQ, D, **f32)
     dtwq = torch.zeros(B, T, HQ, D, **f32)
-    dt = torch.empty(B, HQ, NB, BT, BT, **f32)  # written once, by the diagonal kernel
     # the intra kernel's query states, in the dtype of the products that read them
     scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
     Garg = Gh if has_g else lse  # without a gate: any [B, HQ, T] (not read)
@@ -837,6 +838,10 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
          Q=q, V=v, W=wt, UT_TW=twt, K_BLOCK_END=KA, DQ_SEG_START=dq0, Q_STATE_SCRATCH=scr,
          DK_BLOCK_END=dka, DV=dv, DW=dw, DUT_TW=dtwq, DGATE=dg, **common, NS=NS, SB=SB, **meta)
     del scr
+    # written once, by the diagonal kernel: allocated only now, when the intra kernel's scratch is
+    # freed (v19: the peak memory of the backward is the live buffers' sum)
+    dk = torch.empty(B, T, HQ, D, **f32)
+    dt = torch.empty(B, HQ, NB, BT, BT, **f32)
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
     _run(kern._bwd_diag_kernel, (NB, B * HQ), cfg.warps.diag,
          Q=q, K=k, V=v, W=wt, UT_TW=twt, UT_T=TM, UT_M=MM, DQ_BLOCK_START=dq0,
@@ -856,26 +861,24 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
         _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR), cfg.warps.seg_bwd,
              W=wf, UT_TW=TW, K_BLOCK_END=KA, DK_SEG_END=dks, DSEG_PROD=dseg.contiguous(), SEG_GRAD_STATE=XS,
              T=T, NB=NB, NS=NS, SB=SB, HK=HK, D=D, BT=BT, DR=DR, PREC=bprec)
-        dka_c = torch.empty(B, T, HK, D, **f32)
-        dtw_c = torch.empty(B, T, HK, D, **f32)
-        dw_c = torch.empty(B, T, HK, D, **f32)
+        # the chain's dK->, d(T W), dW added in place to the per-query-head gradients (v19)
         _run(kern._seg_grad_kernel, (NB, B * HK), cfg.warps.seg,
              W=wf, UT_TW=TW, DK_SEG_END=dks, SUFFIX_R=RS, SEG_GRAD_STATE=XS,
-             DK_BLOCK_END_SEG=dka_c, DUT_TW_SEG=dtw_c, DW_SEG=dw_c, T=T, NB=NB,
-             HK=HK, D=D, BT=BT, DC=DR, PREC=bprec)
+             DK_BLOCK_END=dka, DUT_TW=dtwq, DW=dw, T=T, NB=NB,
+             HQ=HQ, HK=HK, D=D, BT=BT, DC=DR, PREC=bprec)
         del XS
-    else:
-        dka_c = dtw_c = dw_c = dka  # not read (SEGS=False)
+    del dks
+    dv = dv.to(v.dtype)                                                  # before the block kernel's outputs
     dk_out = torch.empty_like(k)
     dw_out = torch.empty(B, T, HK, D, **f32)
     db_out = torch.empty(B, T, HK, **f32)
     _run(kern._bwd_block_kernel, (NB, B * HK), cfg.warps.block,
          K=k, W=wf, BETA=bf, UT_TW=TW, UT_T=TM, UT_M=MM, UT_N=NM,
-         DK_BLOCK_END_SEG=dka_c, DUT_TW_SEG=dtw_c, DW_SEG=dw_c, DK_BLOCK_END=dka, DK=dk, DW=dw, DUT_T=dt,
+         DK_BLOCK_END=dka, DK=dk, DW=dw, DUT_T=dt,
          DUT_TW=dtwq, OUT_DK=dk_out, OUT_DW=dw_out, OUT_DBETA=db_out, T=T, NB=NB, GROUP=grp,
-         HQ=HQ, HK=HK, D=D, BT=BT, DC=cfg.block_cols, PREC=bprec, SEGS=NS > 1)
+         HQ=HQ, HK=HK, D=D, BT=BT, DC=cfg.block_cols, PREC=bprec)
     dG = dg.transpose(1, 2) if has_g else None
-    return dq, dk_out, dv.to(v.dtype), dw_out, db_out, dG
+    return dq, dk_out, dv, dw_out, db_out, dG
 
 
 # ----------------------------------------------------------------------------------------------

@@ -47,13 +47,15 @@ matrices ``[B, H, NB, BT, BT]``, per-segment matrices ``[B, H, NS, D, D]``, row 
   ``DK``, ``DV``, ``DW``, ``DGATE`` (of ``G``, ``[B, Hq, T]``), all per query head and float32 but ``DQ``
   (``DK_SEG_END`` and ``DSEG_PROD`` are summed over each group of query heads before the segment chain's
   kernels read them per key head);
-  the segment chain's ``DK_BLOCK_END_SEG``, ``DUT_TW_SEG``, ``DW_SEG`` (Hk) and its state
-  ``SEG_GRAD_STATE`` (``XS``, like ``SUFFIX_R``); the outputs ``OUT_DK``, ``OUT_DW``, ``OUT_DBETA`` (Hk);
+  the segment chain's state ``SEG_GRAD_STATE`` (``XS``, like ``SUFFIX_R``; its contributions to
+  ``DK_BLOCK_END``, ``DUT_TW`` and ``DW`` are added in place, v19); the outputs ``OUT_DK``, ``OUT_DW``,
+  ``OUT_DBETA`` (Hk);
 * scratch: ``Q_STATE_SCRATCH`` (the intra kernel's query states, ``[B, Hq, NS, SB * BT, D]``);
 * scalars: ``scale``, ``T`` (padded length), ``NB`` (blocks), ``NS`` (segments), ``SB`` (blocks per
   segment), ``GROUP`` (query heads per key head); constexprs ``HQ``, ``HK``, ``D``, ``BT``, the rows per
   program ``QR`` / ``KR``, the column chunks ``DC`` / ``DR``, the dtypes ``CDT`` / ``TDT`` and precisions
-  ``PREC`` / ``SOLVE_PREC`` (``KernelConfig`` in ``_path.py``), ``HAS_G``, ``SEGS``, ``SPLIT``.
+  ``PREC`` / ``SOLVE_PREC`` (``KernelConfig`` in ``_path.py``), ``HAS_G``, ``SEGS``, ``SPLIT``, and
+  ``STORE_N`` / ``STORE_R`` (whether ``UT_N`` and ``SUFFIX_R``, read only by the backward, are written).
 
 ``LOG2E`` (log2 e, a ``tl.constexpr`` global as Triton requires of globals read in a kernel) turns
 natural-log quantities (logits times ``scale``, the gates) into the base-2 exponent of ``tl.exp2``.
@@ -674,24 +676,28 @@ def _blk16(A, abase, i: tl.constexpr, j: tl.constexpr, BT: tl.constexpr):
 
 
 @triton.jit
-def _put16(UT_N, UT_T, mbase, BETA, bbase, n, i: tl.constexpr, j: tl.constexpr, BT: tl.constexpr, HK: tl.constexpr):
-    """Stores block ``(i, j)`` of ``N`` and of ``T = N diag(beta)``."""
+def _put16(UT_N, UT_T, mbase, BETA, bbase, n, i: tl.constexpr, j: tl.constexpr, BT: tl.constexpr, HK: tl.constexpr,
+           STORE_N: tl.constexpr):
+    """Stores block ``(i, j)`` of ``T = N diag(beta)`` and, if ``STORE_N``, of ``N``."""
     rs = tl.arange(0, 16)
     beta_j = tl.load(BETA + bbase + (j * 16 + rs) * HK)
-    tl.store(_blk16(UT_N, mbase, i, j, BT), n)
+    if STORE_N:
+        tl.store(_blk16(UT_N, mbase, i, j, BT), n)
     tl.store(_blk16(UT_T, mbase, i, j, BT), n * beta_j[None, :])
 
 
 @triton.jit
 def _ut_kernel(W, BETA, UT_T, UT_N, T, NB,
-               HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
+               HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr,
+               STORE_N: tl.constexpr = True):
     """Per block, the UT transform: ``N = (I + A)^-1`` with ``A = strictLower(diag(beta) W W^T)`` and
     ``T = N diag(beta)``, in float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee).
 
     v11, after fla's ``solve_tril``: the 16 x 16 diagonal blocks of ``I + A`` are inverted by
     substitution (``_inv16``), then merged block by block with 16 x 16 products,
     ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``; ``A`` is kept in this block's ``UT_T`` slot meanwhile
-    (a barrier orders the accesses), and ``N`` and ``T`` are written block by block (BT in {16, 32, 64})."""
+    (a barrier orders the accesses), and ``N`` and ``T`` are written block by block (BT in {16, 32, 64}).
+    ``N`` is read only by the backward: a call that records no gradient leaves it out (``STORE_N``, v19)."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -710,7 +716,7 @@ def _ut_kernel(W, BETA, UT_T, UT_N, T, NB,
     n11 = _inv16(UT_T, mbase, 0, BT)
     if BT == 16:
         tl.debug_barrier()
-        _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
     else:
         tl.static_assert(BT == 32 or BT == 64, "block length must be 16, 32 or 64")
         n22 = _inv16(UT_T, mbase, 16, BT)
@@ -719,10 +725,10 @@ def _ut_kernel(W, BETA, UT_T, UT_N, T, NB,
         if BT == 32:
             tl.debug_barrier()
             zero = tl.zeros([16, 16], dtype=tl.float32)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 1, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 1, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK, STORE_N)
         else:
             n33 = _inv16(UT_T, mbase, 32, BT)
             n44 = _inv16(UT_T, mbase, 48, BT)
@@ -742,22 +748,22 @@ def _ut_kernel(W, BETA, UT_T, UT_N, T, NB,
                           + tl.dot(a43, n31, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
             tl.debug_barrier()
             zero = tl.zeros([16, 16], dtype=tl.float32)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 1, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 2, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 3, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 2, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 3, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n31, 2, 0, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n32, 2, 1, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n33, 2, 2, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 2, 3, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n41, 3, 0, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n42, 3, 1, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n43, 3, 2, BT, HK)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n44, 3, 3, BT, HK)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 1, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 2, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 3, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 2, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 3, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n31, 2, 0, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n32, 2, 1, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n33, 2, 2, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 2, 3, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n41, 3, 0, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n42, 3, 1, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n43, 3, 2, BT, HK, STORE_N)
+            _put16(UT_N, UT_T, mbase, BETA, bbase, n44, 3, 3, BT, HK, STORE_N)
 
 
 @triton.jit
@@ -785,16 +791,15 @@ def _prep_kernel(K, W, UT_TW, K_BLOCK_END, UT_T, UT_M, T, NB,
 
 
 @triton.jit
-def _bwd_block_kernel(K, W, BETA, UT_TW, UT_T, UT_M, UT_N, DK_BLOCK_END_SEG, DUT_TW_SEG, DW_SEG,
+def _bwd_block_kernel(K, W, BETA, UT_TW, UT_T, UT_M, UT_N,
                       DK_BLOCK_END, DK, DW, DUT_T, DUT_TW, OUT_DK, OUT_DW, OUT_DBETA,
                       T, NB, GROUP,
                       HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
-                      DC: tl.constexpr, PREC: tl.constexpr, SEGS: tl.constexpr = True):
+                      DC: tl.constexpr, PREC: tl.constexpr):
     """Per block, float32: chain rule through T W, K-> = K - M^T W, M = T strictLower(W K^T) and the
-    UT transform, summing the query heads of the group. DK_BLOCK_END_SEG / DUT_TW_SEG / DW_SEG are per key head (the
-    segment chain's contributions to dK->, d(T W) and dW; not read when ``SEGS`` is False: one
-    segment); DK_BLOCK_END, DK, DW, DUT_T, DUT_TW (the intra kernel's d(T W), v13) are per query head (attention
-    kernels).
+    UT transform, summing the query heads of the group. DK_BLOCK_END, DK, DW, DUT_T, DUT_TW (the intra
+    kernel's d(T W), v13) are per query head (attention kernels; the segment chain's contributions to
+    dK->, d(T W) and dW already added by ``_seg_grad_kernel``, v19).
 
     Two passes over the head dim in chunks of ``DC`` columns, so that only ``BT x BT`` tiles and
     ``BT x DC`` chunks are live (v6; v5 held seven ``BT x D`` float32 tiles: a 4.4 KB stack at
@@ -821,9 +826,6 @@ def _bwd_block_kernel(K, W, BETA, UT_TW, UT_T, UT_M, UT_N, DK_BLOCK_END_SEG, DUT
         k = tl.load(_chunk(K, kbase, c0, d0, HK, D, DC, BT)).to(tl.float32)
         dka = tl.zeros([BT, DC], dtype=tl.float32)
         dtw = tl.zeros([BT, DC], dtype=tl.float32)
-        if SEGS:
-            dka += tl.load(_chunk(DK_BLOCK_END_SEG, kbase, c0, d0, HK, D, DC, BT))
-            dtw += tl.load(_chunk(DUT_TW_SEG, kbase, c0, d0, HK, D, DC, BT))
         for g in range(0, GROUP):
             qbase = (i_b.to(tl.int64) * T * HQ + i_hk * GROUP + g) * D
             dka += tl.load(_chunk(DK_BLOCK_END, qbase, c0, d0, HQ, D, DC, BT))
@@ -857,10 +859,6 @@ def _bwd_block_kernel(K, W, BETA, UT_TW, UT_T, UT_M, UT_N, DK_BLOCK_END_SEG, DUT
         dka = tl.zeros([BT, DC], dtype=tl.float32)
         dw = tl.zeros([BT, DC], dtype=tl.float32)
         dtw = tl.zeros([BT, DC], dtype=tl.float32)
-        if SEGS:
-            dka += tl.load(_chunk(DK_BLOCK_END_SEG, kbase, c0, d0, HK, D, DC, BT))
-            dw += tl.load(_chunk(DW_SEG, kbase, c0, d0, HK, D, DC, BT))
-            dtw += tl.load(_chunk(DUT_TW_SEG, kbase, c0, d0, HK, D, DC, BT))
         dk = tl.zeros([BT, DC], dtype=tl.float32)
         for g in range(0, GROUP):
             qbase = (i_b.to(tl.int64) * T * HQ + i_hk * GROUP + g) * D
@@ -882,11 +880,13 @@ def _bwd_block_kernel(K, W, BETA, UT_TW, UT_T, UT_M, UT_N, DK_BLOCK_END_SEG, DUT
 
 @triton.jit
 def _seg_fwd_kernel(W, UT_TW, K_BLOCK_END, K_SEG_END, SUFFIX_R, SEG_PROD, T, NB, NS, SB,
-                    HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+                    HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr,
+                    STORE_R: tl.constexpr = True):
     """One segment, one key head: suffix products ``R_j = P_e ... P_{j+1}`` (``R_e = I``) by thin updates
     ``R <- R - (R W_j^T)(T W)_j`` from the segment's last block to its first; stores every ``R_j``
     (``SUFFIX_R``, for the backward), the keys moved to the segment's end ``Kseg_j = K->_j R_j^T`` and the
-    segment product ``Seg = R_0 P_0``. Float32 ``D x D`` state."""
+    segment product ``Seg = R_0 P_0``. Float32 ``D x D`` state. The ``R_j`` are read only by the backward:
+    a call that records no gradient leaves them out (``STORE_R``, v19)."""
     i_s = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -901,7 +901,8 @@ def _seg_fwd_kernel(W, UT_TW, K_BLOCK_END, K_SEG_END, SUFFIX_R, SEG_PROD, T, NB,
     for jj in range(0, e_blk - a_blk):
         j = e_blk - 1 - jj
         t0 = j * BT
-        tl.store(_sq(SUFFIX_R, rbase, j, D), r)
+        if STORE_R:
+            tl.store(_sq(SUFFIX_R, rbase, j, D), r)
         ka = tl.load(_tile(K_BLOCK_END, kbase, t0, HK, D, BT)).to(tl.float32)
         tl.store(_tile(K_SEG_END, kbase, t0, HK, D, BT),
                  tl.dot(ka, tl.trans(r), input_precision=PREC).to(K_SEG_END.dtype.element_ty))
@@ -948,12 +949,14 @@ def _seg_bwd_kernel(W, UT_TW, K_BLOCK_END, DK_SEG_END, DSEG_PROD, SEG_GRAD_STATE
 
 
 @triton.jit
-def _seg_grad_kernel(W, UT_TW, DK_SEG_END, SUFFIX_R, SEG_GRAD_STATE, DK_BLOCK_END_SEG, DUT_TW_SEG, DW_SEG, T, NB,
-                     HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, DC: tl.constexpr,
+def _seg_grad_kernel(W, UT_TW, DK_SEG_END, SUFFIX_R, SEG_GRAD_STATE, DK_BLOCK_END, DUT_TW, DW, T, NB,
+                     HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, DC: tl.constexpr,
                      PREC: tl.constexpr):
     """Per block j and key head, after ``_seg_bwd_kernel``: with ``dP = R_j^T XS_j``,
-    ``dK->_j = dKseg_j R_j``, ``d(T W)_j = -W_j dP``, ``dW_j = -(T W)_j dP^T``; over column chunks
-    ``DC`` of ``dP`` so that only ``R_j`` is a whole ``D x D`` tile."""
+    ``dK->_j += dKseg_j R_j``, ``d(T W)_j -= W_j dP``, ``dW_j -= (T W)_j dP^T``; over column chunks
+    ``DC`` of ``dP`` so that only ``R_j`` is a whole ``D x D`` tile. The three are added in place to the
+    attention kernels' per-query-head gradients, at the group's first query head (``_bwd_block_kernel``
+    sums the group; v19: until v18 they were three more float32 token tensors per key head)."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -961,6 +964,7 @@ def _seg_grad_kernel(W, UT_TW, DK_SEG_END, SUFFIX_R, SEG_GRAD_STATE, DK_BLOCK_EN
     rd = tl.arange(0, D)
     rc = tl.arange(0, DC)
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
+    qbase = (i_b.to(tl.int64) * T * HQ + i_hk * (HQ // HK)) * D
     xbase = (i_b.to(tl.int64) * HK + i_hk) * NB * D * D + i_c * D * D
     t0 = i_c * BT
     r = tl.load(_sq(SUFFIX_R, xbase, 0, D))
@@ -972,11 +976,14 @@ def _seg_grad_kernel(W, UT_TW, DK_SEG_END, SUFFIX_R, SEG_GRAD_STATE, DK_BLOCK_EN
         xc = tl.load(SEG_GRAD_STATE + xbase + rd[:, None] * D + d0 + rc[None, :])      # XS_j[:, d0 : d0 + DC]
         rcol = tl.load(SUFFIX_R + xbase + rd[:, None] * D + d0 + rc[None, :])    # R_j[:, d0 : d0 + DC]
         dp = tl.dot(tl.trans(r), xc, input_precision=PREC)                 # dP[:, d0 : d0 + DC]
-        tl.store(_chunk(DUT_TW_SEG, kbase, t0, d0, HK, D, DC, BT), -tl.dot(wb, dp, input_precision=PREC))
-        tl.store(_chunk(DK_BLOCK_END_SEG, kbase, t0, d0, HK, D, DC, BT), tl.dot(dks, rcol, input_precision=PREC))
+        dtw_ptr = _chunk(DUT_TW, qbase, t0, d0, HQ, D, DC, BT)
+        tl.store(dtw_ptr, tl.load(dtw_ptr) - tl.dot(wb, dp, input_precision=PREC))
+        dka_ptr = _chunk(DK_BLOCK_END, qbase, t0, d0, HQ, D, DC, BT)
+        tl.store(dka_ptr, tl.load(dka_ptr) + tl.dot(dks, rcol, input_precision=PREC))
         twc = tl.load(_chunk(UT_TW, kbase, t0, d0, HK, D, DC, BT))
         dw -= tl.dot(twc, tl.trans(dp), input_precision=PREC)
-    tl.store(_tile(DW_SEG, kbase, t0, HK, D, BT), dw)
+    dw_ptr = _tile(DW, qbase, t0, HQ, D, BT)
+    tl.store(dw_ptr, tl.load(dw_ptr) + dw)
 
 @triton.jit
 def _pair_kernel(SEG_PROD, PAIR_PROD, NS, HK: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):

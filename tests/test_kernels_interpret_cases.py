@@ -567,6 +567,24 @@ def test_forward_only_calls_may_use_longer_segments(monkeypatch):
     torch.testing.assert_close(o_inf, o.detach(), rtol=1e-5, atol=1e-5)
 
 
+def test_forward_without_gradient_leaves_out_the_backward_factors():
+    """v19: a call that records no gradient neither allocates nor writes ``N`` and the suffix products
+    ``R_j`` (read only by the backward); with several segments, GQA and the gate its output still equals
+    the float64 reference."""
+    import path_lib.kernels
+    from path_lib.kernels import _path as kp
+    q, k, v, w, beta, g = _inputs(1, 100, 2, 1, 32, True, seed=77)
+    cpu = torch.device("cpu")
+    for forward_only in (True, False):
+        cfg = kp.kernel_config(cpu, torch.float32, 32, 112, forward_only, block_size=16, seg_blocks=2)
+        pre = kp._precompute(kp._pad_time(k, 112), kp._pad_time(w, 112), kp._pad_time(beta, 112), cfg)
+        assert (pre["NM"] is None and pre["RS"] is None) == forward_only
+    with torch.no_grad():
+        o = path_lib.kernels.path_attention(q, k, v, w, beta, g, block_size=16, seg_blocks=2)
+    ref = ref_attention(*(x.double() for x in (q, k, v, w, beta, g)))
+    _close(o, ref, name="o without gradient")
+
+
 def test_gate_cumsum_runs_along_the_contiguous_time_axis():
     """v12 candidate: G = cumsum(g) over time is summed on a ``[B, H, T]`` copy (torch's scan along the
     strided time dim of ``[B, T, H]`` was 36 % of PaTH-FoX's forward at T = 16384 on an H200); same
