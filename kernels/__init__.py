@@ -36,19 +36,13 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
            "env_overrides", "FallbackState", "fallback_state", "TIMING_EQUIVALENT"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
-#: point (24 of 24 cases: 2026-12-02, H200, torch 2.11, triton 3.6, commit c7cd921) for the kernel code whose hash
-#: (:func:`code_sha256`) is ``_VERIFIED_CODE_SHA256``.
+#: point (24 of 24 cases: 2026-12-02, H200, torch 2.11, triton 3.6, commit a986fb1, kernels v19) for the kernel
+#: code whose hash (:func:`code_sha256`) is ``_VERIFIED_CODE_SHA256``.
 VERIFIED_BY = "benchmarks/results/correctness_sweep.json"
-_VERIFIED_CODE_SHA256 = "f562dd24205d0d81b1b84b6473f5699915c2be447839b421dff30341737f5f76"
-#: Earlier kernel code whose timings stand for the verified code: code hash -> why. v16 differs from the
-#: verified v17 only in how the launches are built (one configuration object, keyword arguments, a dead
-#: load removed); the tiles, warps, stages and grids are the same, which ``tests/test_kernel_config.py``
-#: checks for every device class. The speed record is of v16 until the next benchmark run.
-TIMING_EQUIVALENT = {
-    "2ccded573a5d05260f50e7ca5c2aa23f72e085de389ad4a68bb4c5c94d092fbb":
-        "v16, the same launches (tiles, warps, stages, grids) as the verified v17 kernels; v17 changed only "
-        "how they are configured and was swept for correctness, not re-timed",
-}
+_VERIFIED_CODE_SHA256 = "a6fd02f64b3536a409079a2a2feaed9f186ed8c59ab82c1bd6c7f4bc9bd2e677"
+#: Earlier kernel code whose timings stand for the verified code: code hash -> why. Empty: the speed
+#: record (``benchmarks/results/bench_path.json``) timed the verified v19 code itself.
+TIMING_EQUIVALENT: dict = {}
 _SOURCES = ("_path.py", "_triton_kernels.py")
 
 

@@ -55,3 +55,11 @@ def test_readme_lm_table_is_the_records():
     table, _, summary = lm_throughput_tables(record("bench_lm_throughput.json"))
     assert readme_block("lm-table") == table
     assert summary in (ROOT / "README.md").read_text()
+
+
+def test_readme_targets_table_is_the_records():
+    """The README's cell-by-cell target status and its sentence are the current speed record's."""
+    from path_lib.book import speed
+    table, sentence = speed.target_status(speed.normalize_bench(record("bench_path.json")))
+    assert readme_block("targets-table") == table
+    assert sentence in (ROOT / "README.md").read_text()

@@ -400,3 +400,23 @@ def test_short_conv_table_from_the_record():
     assert f"{speedup:.1f}x forward+backward at B x T x C = {B} x" in sentence
     worse = {"rows": [dict(r, w_max_abs=1.0) if r["method"] == "fused" else r for r in rec["rows"]]}
     assert "is no closer to" in speed.short_conv_table(worse)[1]
+
+
+def test_target_status_marks_each_cell_against_its_target():
+    """A synthetic record: the worse of PaTH and PaTH-FoX decides a speed cell, memory is against fla's peak
+    of the same pair, and "met" follows the thresholds (2x forward at T = 1024, 1.5x beyond; < 1 against fla)."""
+    def row(T, method, mode, ms, peak=None):
+        return {"D": 64, "T": T, "B": 1, "H": 32, "method": method, "mode": mode, "ms": ms, "peak_mib": peak}
+    rows = []
+    for T, ours in ((1024, (1.9, 2.1)), (4096, (1.4, 1.45))):
+        for mode, scale in (("fwd", 1.0), ("fwdbwd", 1.0)):
+            rows += [row(T, "sdpa", mode, 1.0), row(T, "ours_path", mode, ours[0] * scale, 90.0),
+                     row(T, "ours_pathfox", mode, ours[1] * scale, 110.0), row(T, "fla_path", mode, 3.0, 100.0),
+                     row(T, "fla_pathfox", mode, 3.0, 100.0)]
+    table, sentence = speed.target_status({"rows": rows})
+    lines = table.splitlines()
+    assert lines[2] == "| 64 | 1,024 | 2.10x (2x) | 2.10x met (3x) | 1.10x | 1.10x | 0.70x met |"
+    assert lines[3] == "| 64 | 4,096 | 1.45x met (1.5x) | 1.45x met (2x) | 1.10x | 1.10x | 0.48x met |"
+    assert sentence.startswith("Of the speed targets against SDPA, 3 of 4 cells are met; of the memory targets "
+                               "(at or below fla's peak), 0 of 4; faster than fla in 2 of 2 shapes")
+    assert "The farthest speed cell is D = 64, T = 1,024 (forward, 2.1x SDPA against 2x)." in sentence

@@ -50,7 +50,7 @@ __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SH
            "group_table",
            "compile_summary", "compile_table", "launcher_config", "t4_floors", "agrees",
            "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor", "decode_tables",
-           "lm_throughput_tables", "LM_NAMES", "cp_tables", "short_conv_table"]
+           "lm_throughput_tables", "LM_NAMES", "cp_tables", "short_conv_table", "KERNEL_TARGETS", "target_status"]
 
 #: method key in the record -> (label, colour, line style, marker). ``sdpa``'s label gets its backend.
 METHODS = {
@@ -1033,6 +1033,71 @@ def lm_throughput_tables(rec: dict, *, target: float = 0.8) -> Tuple[str, Option
         summary += (f". Of the GPU time per step, the PaTH kernels take {by['path'].get('PaTH kernels', 0.0):.1f} ms "
                     f"where SDPA takes {by['rope'].get('attention (SDPA)', 0.0):.1f} ms in the RoPE model")
     return "\n".join(md), gpu_md, summary + "."
+
+
+# ----------------------------------------------------------------------------------------------
+# the kernels' targets, cell by cell
+# ----------------------------------------------------------------------------------------------
+
+#: The kernels' targets (ratios to PyTorch's default SDPA measured in the same run): forward at most 2x
+#: at T = 1024 and 1.5x at T >= 4096, forward+backward at most 3x and 2x, for PaTH and PaTH-FoX; peak
+#: memory at or below fla's; and the must: faster than fla in every cell.
+KERNEL_TARGETS = {"fwd": {1024: 2.0, "longer": 1.5}, "fwdbwd": {1024: 3.0, "longer": 2.0}}
+
+
+def _target(mode: str, T: int) -> float:
+    return KERNEL_TARGETS[mode][1024] if T <= 1024 else KERNEL_TARGETS[mode]["longer"]
+
+
+def target_status(rec: dict) -> Tuple[str, str]:
+    """The speed record's cells against :data:`KERNEL_TARGETS` as ``(table, sentence)``.
+
+    One row per (D, T): for each pass the worse of PaTH's and PaTH-FoX's ratio to the default SDPA with
+    its target, the peak memory's ratio to fla's (the worse of the two pairs), and the slower of the
+    two ratios to fla's time. "met" where the cell meets its target; the sentence counts the cells
+    met per target. Cells the record lacks are left out."""
+    pairs = (("ours_path", "fla_path"), ("ours_pathfox", "fla_pathfox"))
+    lines = ["| D | T | forward x SDPA (target) | fwd+bwd x SDPA (target) | peak fwd x fla | peak fwd+bwd x fla | "
+             "time x fla (must: < 1) |", "|---|---|---|---|---|---|---|"]
+    met = {"speed": [0, 0], "memory": [0, 0], "fla": [0, 0]}
+
+    def mark(x, limit, kind, strict=False):
+        ok = x < limit if strict else x <= limit
+        met[kind][0] += ok
+        met[kind][1] += 1
+        return f"{x:.2f}x" + (" met" if ok else "")
+    for D, T, _, _ in shapes(rec):
+        cells = []
+        for mode in ("fwd", "fwdbwd"):
+            x = _worse_ratio(rec, D, T, mode, pairs)
+            cells.append(f"{mark(x, _target(mode, T), 'speed')} ({_target(mode, T):g}x)" if x is not None else "-")
+        for mode in ("fwd", "fwdbwd"):
+            peaks = [(lookup(rec, D, T, o, mode) or {}).get("peak_mib") for pair in pairs for o in pair]
+            cells.append(mark(max(peaks[0] / peaks[1], peaks[2] / peaks[3]), 1.0, "memory")
+                         if all(p for p in peaks) else "-")
+        ratios = [measured_ms(rec, D, T, o, mode) / measured_ms(rec, D, T, f, mode)
+                  for mode in ("fwd", "fwdbwd") for o, f in pairs
+                  if measured_ms(rec, D, T, o, mode) and measured_ms(rec, D, T, f, mode)]
+        cells.append(mark(max(ratios), 1.0, "fla", strict=True) if ratios else "-")
+        lines.append(f"| {D} | {T:,} | " + " | ".join(cells) + " |")
+    gaps = [(x / _target(mode, T), D, T, mode, x) for D, T, _, _ in shapes(rec) for mode in ("fwd", "fwdbwd")
+            for x in [_worse_ratio(rec, D, T, mode, pairs)] if x is not None]
+    sentence = (f"Of the speed targets against SDPA, {met['speed'][0]} of {met['speed'][1]} cells are met; of the "
+                f"memory targets (at or below fla's peak), {met['memory'][0]} of {met['memory'][1]}; faster than "
+                f"fla in {met['fla'][0]} of {met['fla'][1]} shapes (every pass, PaTH and PaTH-FoX).")
+    if gaps:
+        far = max(gaps)
+        sentence += (f" The farthest speed cell is D = {far[1]}, T = {far[2]:,} "
+                     f"({'forward' if far[3] == 'fwd' else 'forward+backward'}, {far[4]:.1f}x SDPA against "
+                     f"{_target(far[3], far[2]):g}x).")
+    return "\n".join(lines), sentence
+
+
+def _worse_ratio(rec, D, T, mode, pairs) -> Optional[float]:
+    """The worse of PaTH's and PaTH-FoX's time over the default SDPA's at (D, T, mode), or None."""
+    sdpa = measured_ms(rec, D, T, "sdpa", mode)
+    ours = [measured_ms(rec, D, T, m, mode) for m, _ in pairs]
+    return max(ours) / sdpa if sdpa and all(ours) else None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -284,10 +284,11 @@ def backward_memory(T: int, D: int, Dv: Optional[int] = None, *, method: str = "
       (``Dv = D``; the kernel changes faster than this docstring, and measured peaks on a GPU are the
       authority). Saved by the forward: the query states at segment starts ``q0``, ``T W``, keys at
       block and segment ends (``4 T D``), three ``L x L`` matrices per block (``3 T L``), the segment and
-      segment-pair ``D x D`` products, the log-sum-exp. Allocated by the backward: ``dq0, dks, dv, dq,
-      dk, dka, dw`` and a scratch (``8 T D``), three chain-rule buffers (``3 T D``), ``dT`` (``T L``), the
-      per-block suffix products (``D x D`` each), ``dSeg``, ``delta`` and ``dg``.
-      About ``15 T D + 4 T L``: ``O(T D)``, with ``L = block_size`` and ``default_seg_blocks`` segments.
+      segment-pair ``D x D`` products, the per-block suffix products (``D x D`` each), the log-sum-exp.
+      Allocated by the backward (v19): ``dq0, dks, dv, dq, dk, dka, dw, d(T W)`` and a scratch
+      (``9 T D``; the segment chain adds its gradients to ``dka``, ``d(T W)`` and ``dw`` in place),
+      ``dT`` (``T L``), the chain's per-block state (``D x D`` each), ``dSeg``, ``delta`` and ``dg``.
+      About ``13 T D + 4 T L``: ``O(T D)``, with ``L = block_size`` and ``default_seg_blocks`` segments.
     """
     Dv = _check_sizes(T, D, Dv)
     if method == "flash":
@@ -296,8 +297,8 @@ def backward_memory(T: int, D: int, Dv: Optional[int] = None, *, method: str = "
         L = block_size
         Tp = -(-T // L) * L
         NS = -(-(Tp // L) // default_seg_blocks(T, D, L)) if T else 0
-        mats = (2 * NS + max(NS * (NS - 1) // 2, 1) + Tp // L) * D * D
-        return 15 * Tp * D + 4 * Tp * L + mats + 3 * Tp
+        mats = (2 * NS + max(NS * (NS - 1) // 2, 1) + 2 * (Tp // L)) * D * D
+        return 13 * Tp * D + 4 * Tp * L + mats + 3 * Tp
     Ls = block_lengths(T, block_size)
     per_block = 2 * T * D + sum(L * L for L in Ls)
     if method == "recompute":
