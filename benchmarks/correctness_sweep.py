@@ -194,6 +194,27 @@ def keys_to_end_case(gen, T=700, H=2, D=64, lens=(300, 1, 399)):
                 tol=TOL[torch.float32], errors={"keys": e}, ok=e <= TOL[torch.float32])
 
 
+def short_conv_case(gen, B=2, T=1500, H=12, Dh=64, K=3):
+    """PaTH layer's fused direction map (``path_lib.kernels.short_conv``) on bf16 u: w and the gradients of
+    u and the filter against the float64 PyTorch map, both normalisations (the second with left context)."""
+    from path_lib.kernels.short_conv import short_conv_normalize, short_conv_normalize_reference
+    errors = {}
+    for normalization, left in (("unit", False), ("fla", True)):
+        u = torch.randn(B, T, H * Dh, device="cuda", generator=gen).bfloat16().requires_grad_()
+        weight = (torch.randn(H * Dh, 1, K, device="cuda", generator=gen) / K).requires_grad_()
+        w = short_conv_normalize(u, weight, H, normalization=normalization, left_context=left)
+        u64, w64 = (x.detach().double().requires_grad_() for x in (u, weight))
+        ref = short_conv_normalize_reference(u64, w64, H, normalization=normalization, left_context=left)
+        dw = torch.randn(ref.shape, device="cuda", generator=gen, dtype=torch.float64)
+        w.backward(dw.float())
+        ref.backward(dw)
+        for name, a, b in (("w", w, ref), ("du", u.grad, u64.grad), ("dweight", weight.grad, w64.grad)):
+            errors[f"{name}_{normalization}"] = rel(a, b)
+    ok = all(e <= TOL[torch.bfloat16] for e in errors.values())
+    return dict(name="short_conv_bf16", B=B, T=T, H=H, D=Dh, K=K, dtype="bfloat16", tol=TOL[torch.bfloat16],
+                errors=errors, ok=ok)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results/correctness_sweep.json")
@@ -241,6 +262,7 @@ def main():
         cases.append((f"grid_float32_D{D}", dict(B=2, T=333, Hq=4, Hk=2, D=D, dtype=torch.float32, gate=True)))
     cases.append(("LONG", None))  # last: the slowest (a float64 token-by-token reference)
     cases.append(("KEYS_TO_END", None))
+    cases.append(("SHORT_CONV", None))
     cases = [c for i, c in enumerate(cases) if i % shard_n == shard_k]
     results = []
     seeds = [seed]
@@ -278,7 +300,8 @@ def main():
         print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['name']}", r.get("errors", r.get("error")), flush=True)
         return save()
 
-    special = {"LONG": ("long_T_forward", long_forward), "KEYS_TO_END": ("transform_keys_to_end", keys_to_end_case)}
+    special = {"LONG": ("long_T_forward", long_forward), "KEYS_TO_END": ("transform_keys_to_end", keys_to_end_case),
+               "SHORT_CONV": ("short_conv_bf16", short_conv_case)}
     for name, kw in cases:
         if name in special:            # a case with its own reference; recorded under its own name
             rec_name, run = special[name]

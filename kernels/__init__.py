@@ -43,7 +43,9 @@ _VERIFIED_CODE_SHA256 = "a6fd02f64b3536a409079a2a2feaed9f186ed8c59ab82c1bd6c7f4b
 #: Earlier kernel code whose timings stand for the verified code: code hash -> why. Empty: the speed
 #: record (``benchmarks/results/bench_path.json``) timed the verified v19 code itself.
 TIMING_EQUIVALENT: dict = {}
-_SOURCES = ("_path.py", "_triton_kernels.py")
+#: The files the gate hashes: the attention kernels, their launcher, and the fused pass that gives PaTH's
+#: layer its directions (which ``backend="auto"`` runs with them, so the sweep checks it too).
+_SOURCES = ("_path.py", "_triton_kernels.py", "short_conv.py")
 
 
 def _kernel_files():
@@ -51,7 +53,7 @@ def _kernel_files():
 
 
 def sources_sha256() -> str:
-    """SHA-256 of the kernel files' raw bytes (``_path.py`` then ``_triton_kernels.py``)."""
+    """SHA-256 of the kernel files' raw bytes (:data:`_SOURCES` in order)."""
     h = hashlib.sha256()
     for _, text in _kernel_files():
         h.update(text.encode())
@@ -106,7 +108,7 @@ def _sweep_spelling(code: str) -> str:
 
 
 def code_sha256() -> str:
-    """SHA-256 of the kernels' code (:func:`code_text` of ``_path.py`` then ``_triton_kernels.py``, renamed
+    """SHA-256 of the kernels' code (:func:`code_text` of each of :data:`_SOURCES` in order, renamed
     modules spelled as at the sweep: :data:`_RENAMED_SINCE_SWEEP`)."""
     h = hashlib.sha256()
     for name, text in _kernel_files():

@@ -90,7 +90,7 @@ def _code_sha256_at(commit):
     import subprocess
     import path_lib.kernels
     h = hashlib.sha256()
-    for name in ("_path.py", "_triton_kernels.py"):
+    for name in path_lib.kernels._SOURCES:
         out = subprocess.run(["git", "show", f"{commit}:kernels/{name}"], cwd=ROOT, capture_output=True, text=True)
         if out.returncode:
             pytest.skip(f"git cannot show {commit}:kernels/{name} (no history in this checkout)")

@@ -30,6 +30,7 @@ def sweep(monkeypatch):
     monkeypatch.setattr(mod, "check_case", fake_case)
     monkeypatch.setattr(mod, "long_forward", fake_special("long_T_forward"))
     monkeypatch.setattr(mod, "keys_to_end_case", fake_special("transform_keys_to_end"))
+    monkeypatch.setattr(mod, "short_conv_case", fake_special("short_conv_bf16"))
     real_gen = torch.Generator
     monkeypatch.setattr(mod.torch, "Generator", lambda device=None: real_gen())
     return mod, ran
@@ -47,12 +48,12 @@ def test_shards_cover_every_case_once_and_merge(sweep, monkeypatch, tmp_path):
         out = tmp_path / f"shard_{k}.json"
         _main(mod, monkeypatch, "--shard", f"{k}/3", "--out", str(out))
         files.append(str(out))
-    assert len(ran) == len(set(ran)) == 24
-    assert {"long_T_forward", "transform_keys_to_end", "grid_float32_D128", "varlen_bf16",
+    assert len(ran) == len(set(ran)) == 25
+    assert {"long_T_forward", "transform_keys_to_end", "short_conv_bf16", "grid_float32_D128", "varlen_bf16",
             "forward_only_D128_bf16_T1700"} <= set(ran)
     rc = _main(mod, monkeypatch, "--merge", *files, "--out", str(tmp_path / "all.json"))
     rec = json.loads((tmp_path / "all.json").read_text())
-    assert (rec["passed"], rec["total"], rc) == (23, 24, 1)      # the stub fails one case
+    assert (rec["passed"], rec["total"], rc) == (24, 25, 1)      # the stub fails one case
     assert len(rec["shards"]) == 3 and rec["kernel_sources_sha256"]
 
 
