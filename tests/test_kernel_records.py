@@ -18,7 +18,7 @@ def test_verified_flag_names_a_complete_passing_sweep():
     for dt in ("bfloat16", "float16", "float32"):
         for D in (32, 64, 128):
             assert f"grid_{dt}_D{D}" in names
-    assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end", "tiny_grad_bf16",
+    assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end", "tiny_grad_bf16", "short_conv_bf16",
             "forward_only_D128_fp16_T1024", "forward_only_D128_bf16_T1700"} <= names
     # the record is of this kernel code: its code hash, or (records made before the code hash was stored)
     # the code at its commit
