@@ -52,11 +52,11 @@ def _tl(name: str):
 # Shared memory (bytes) the largest of the kernels needs at one pipelining stage (``_launch`` lowers the
 # stages of the attention loops when they do not fit; the other kernels run at one), read off the
 # device-faithful AOT compiles for sm_90 (``benchmarks/results/compile_sm90.json``, triton 3.6 with
-# the JIT's divisibility hints; v13, D = 128 half precision v19): half-precision inputs at BT = 64 (``_bwd_block_kernel`` at
+# the JIT's divisibility hints; v13): half-precision inputs at BT = 64 (``_bwd_block_kernel`` at
 # D = 32 / 64, ``_seg_grad_kernel`` at D = 128), float32 inputs (tf32x3) at BT = 32 (the query side
 # at D = 32 / 64, ``_seg_grad_kernel`` at D = 128). Other architectures may need a little more or
 # less: the runtime fallback covers that.
-_SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 188416}
+_SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 180224}
 _SMEM_FP32_BT32 = {32: 32768, 64: 81920, 128: 229376}
 
 # blocks per segment at least, for a forward that records no gradient, with half-precision inputs at

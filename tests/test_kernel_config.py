@@ -32,7 +32,7 @@ from path_lib.kernels import _path as kp
 # ------------------------------------------------------------------------------------------------
 
 class Old:
-    _SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 188416}   # v19: _seg_grad_kernel's in-place adds
+    _SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 180224}
     _SMEM_FP32_BT32 = {32: 32768, 64: 81920, 128: 229376}
     _MAX_BT = {}
     _ONE_SEGMENT = set()
