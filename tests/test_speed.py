@@ -417,6 +417,6 @@ def test_target_status_marks_each_cell_against_its_target():
     lines = table.splitlines()
     assert lines[2] == "| 64 | 1,024 | 2.10x (2x) | 2.10x met (3x) | 1.10x | 1.10x | 0.70x met |"
     assert lines[3] == "| 64 | 4,096 | 1.45x met (1.5x) | 1.45x met (2x) | 1.10x | 1.10x | 0.48x met |"
-    assert sentence.startswith("Of the speed targets against SDPA, 3 of 4 cells are met; of the memory targets "
-                               "(at or below fla's peak), 0 of 4; faster than fla in 2 of 2 shapes")
+    assert sentence.startswith("Speed targets against SDPA met in 3 of 4 cells; memory targets "
+                               "(at or below fla's peak) in 0 of 4; faster than fla in 2 of 2 shapes")
     assert "The farthest speed cell is D = 64, T = 1,024 (forward, 2.1x SDPA against 2x)." in sentence

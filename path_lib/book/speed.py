@@ -1082,9 +1082,9 @@ def target_status(rec: dict) -> Tuple[str, str]:
         lines.append(f"| {D} | {T:,} | " + " | ".join(cells) + " |")
     gaps = [(x / _target(mode, T), D, T, mode, x) for D, T, _, _ in shapes(rec) for mode in ("fwd", "fwdbwd")
             for x in [_worse_ratio(rec, D, T, mode, pairs)] if x is not None]
-    sentence = (f"Of the speed targets against SDPA, {met['speed'][0]} of {met['speed'][1]} cells are met; of the "
-                f"memory targets (at or below fla's peak), {met['memory'][0]} of {met['memory'][1]}; faster than "
-                f"fla in {met['fla'][0]} of {met['fla'][1]} shapes (every pass, PaTH and PaTH-FoX).")
+    sentence = (f"Speed targets against SDPA met in {met['speed'][0]} of {met['speed'][1]} cells; memory targets "
+                f"(at or below fla's peak) in {met['memory'][0]} of {met['memory'][1]}; faster than fla in "
+                f"{met['fla'][0]} of {met['fla'][1]} shapes (every pass, PaTH and PaTH-FoX).")
     if gaps:
         far = max(gaps)
         sentence += (f" The farthest speed cell is D = {far[1]}, T = {far[2]:,} "
