@@ -1060,6 +1060,7 @@ def target_status(rec: dict) -> Tuple[str, str]:
     lines = ["| D | T | forward x SDPA (target) | fwd+bwd x SDPA (target) | peak fwd x fla | peak fwd+bwd x fla | "
              "time x fla (must: < 1) |", "|---|---|---|---|---|---|---|"]
     met = {"speed": [0, 0], "memory": [0, 0], "fla": [0, 0]}
+    gaps = []                                 # (ratio / target, D, T, mode, ratio) of every speed cell
 
     def mark(x, limit, kind, strict=False):
         ok = x < limit if strict else x <= limit
@@ -1071,6 +1072,8 @@ def target_status(rec: dict) -> Tuple[str, str]:
         for mode in ("fwd", "fwdbwd"):
             x = _worse_ratio(rec, D, T, mode, pairs)
             cells.append(f"{mark(x, _target(mode, T), 'speed')} ({_target(mode, T):g}x)" if x is not None else "-")
+            if x is not None:
+                gaps.append((x / _target(mode, T), D, T, mode, x))
         for mode in ("fwd", "fwdbwd"):
             peaks = [(lookup(rec, D, T, o, mode) or {}).get("peak_mib") for pair in pairs for o in pair]
             cells.append(mark(max(peaks[0] / peaks[1], peaks[2] / peaks[3]), 1.0, "memory")
@@ -1080,8 +1083,6 @@ def target_status(rec: dict) -> Tuple[str, str]:
                   if measured_ms(rec, D, T, o, mode) and measured_ms(rec, D, T, f, mode)]
         cells.append(mark(max(ratios), 1.0, "fla", strict=True) if ratios else "-")
         lines.append(f"| {D} | {T:,} | " + " | ".join(cells) + " |")
-    gaps = [(x / _target(mode, T), D, T, mode, x) for D, T, _, _ in shapes(rec) for mode in ("fwd", "fwdbwd")
-            for x in [_worse_ratio(rec, D, T, mode, pairs)] if x is not None]
     sentence = (f"Speed targets against SDPA met in {met['speed'][0]} of {met['speed'][1]} cells; memory targets "
                 f"(at or below fla's peak) in {met['memory'][0]} of {met['memory'][1]}; faster than fla in "
                 f"{met['fla'][0]} of {met['fla'][1]} shapes (every pass, PaTH and PaTH-FoX).")
@@ -1112,12 +1113,12 @@ def short_conv_table(rec: dict) -> Tuple[str, str]:
     byte floor, and the errors against float64 (w: max abs; du, dweight: relative to the largest). The
     sentence gives the fused pass's speed-up over PyTorch's at each shape."""
     rows = {(r["B"], r["T"], r["C"], r["H"], r["method"], r["mode"]): r for r in rec["rows"]}
-    shapes = list(dict.fromkeys(k[:4] for k in rows))
+    conv_shapes = list(dict.fromkeys(k[:4] for k in rows))
     names = {"pytorch": "PyTorch (conv1d, SiLU, cast, normalize)", "fused": "fused Triton pass"}
     md = ["| B x T x C, heads | method | forward ms (x floor) | forward+backward ms (x floor) | error w | du | dweight |",
           "|---|---|---|---|---|---|---|"]
     gains = []
-    for B, T, C, H in shapes:
+    for B, T, C, H in conv_shapes:
         for method in ("pytorch", "fused"):
             f, fb = rows[B, T, C, H, method, "fwd"], rows[B, T, C, H, method, "fwdbwd"]
             md.append(f"| {B} x {T:,} x {C}, {H} | {names[method]} | {f['ms']:.3f} ({f['x_floor']:.1f}x) | "
