@@ -56,7 +56,7 @@ def _tl(name: str):
 # D = 32 / 64, ``_seg_grad_kernel`` at D = 128), float32 inputs (tf32x3) at BT = 32 (the query side
 # at D = 32 / 64, ``_seg_grad_kernel`` at D = 128). Other architectures may need a little more or
 # less: the runtime fallback covers that.
-_SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 180224}
+_SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 188416}
 _SMEM_FP32_BT32 = {32: 32768, 64: 81920, 128: 229376}
 
 # blocks per segment at least, for a forward that records no gradient, with half-precision inputs at
@@ -646,7 +646,8 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     matrices of ``D x D``), all in Triton, at ``cfg``'s block length, segments, warps and precisions.
     Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous. For a call that records no gradient
     (``cfg.forward_only``) the factors only the backward reads, ``N`` and the suffix products ``R_j``,
-    are neither allocated nor written (v19): ``NM`` and ``RS`` are then None."""
+    are neither allocated nor written (v19): ``NM`` and ``RS`` are then None. ``OM`` is in k's dtype
+    (v20), the rest float32 but the token tensors ``KA`` and ``KS`` (k's dtype)."""
     kern = _triton()
     B, T, HK, D = k.shape
     BT, SB, NB, NS = _blocks_of(cfg, T)
@@ -664,8 +665,9 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     _run(kern._prep_kernel, (NB, B * HK), cfg.warps.prep,
          K=k, W=w, UT_TW=TW, K_BLOCK_END=KA, UT_T=TM, UT_M=MM, T=T, NB=NB,
          HK=HK, D=D, BT=BT, PREC=cfg.block_precision)
-    if NS == 1:  # one segment: no segment products (the kernels compile their segment loops out)
-        OM = torch.eye(D, **f32).expand(B, HK, 1, D, D).contiguous()
+    if NS == 1:  # one segment: no segment products (the kernels compile their segment loops out and
+        # read none of them; an expanded identity holds their place without memory, v20)
+        OM = torch.eye(D, **f32).expand(B, HK, 1, D, D)
         return dict(TW=TW, KA=KA, KS=KA, TM=TM, MM=MM, NM=NM, RS=OM, SEG=OM, OM=OM)
     KS = torch.empty(B, T, HK, D, dtype=k.dtype, device=dev)
     RS = torch.empty(B, HK, NB, D, D, **f32) if keep else None
@@ -673,7 +675,8 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     _run(kern._seg_fwd_kernel, (NS, B * HK), cfg.warps.seg,
          W=w, UT_TW=TW, K_BLOCK_END=KA, K_SEG_END=KS, SUFFIX_R=RS if keep else Seg, SEG_PROD=Seg, T=T, NB=NB,
          NS=NS, SB=SB, HK=HK, D=D, BT=BT, PREC=cfg.block_precision, STORE_R=keep)
-    OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, **f32)
+    # Om in the input dtype (v20): the forward's and the backward's products read it only rounded to it
+    OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, dtype=k.dtype, device=dev)
     _run(kern._pair_kernel, (NS - 1, B * HK), cfg.warps.seg,
          SEG_PROD=Seg, PAIR_PROD=OM, NS=NS, HK=HK, D=D, PREC=cfg.solve_precision)
     return dict(TW=TW, KA=KA, KS=KS, TM=TM, MM=MM, NM=NM, RS=RS, SEG=Seg, OM=OM)
@@ -755,6 +758,10 @@ def _forward_impl(q, k, v, w, beta, G, scale, cfg: KernelConfig):
     BT, SB, NB, NS = _blocks_of(cfg, T)
     wf, bf = w.float().contiguous(), beta.float().contiguous()
     pre = _precompute(k, wf, bf, cfg)
+    if cfg.forward_only:
+        # no backward: T (read only by _prep_kernel) and the segment products (read only by _pair_kernel)
+        # are freed before the attention kernels' buffers are taken (v20: the forward's peak memory)
+        pre["TM"] = pre["SEG"] = None
     o = torch.empty_like(q)
     lse = torch.empty(B, HQ, T, dtype=torch.float32, device=q.device)
     # the query states at their segment's start: the backward reads them only in the input dtype
@@ -766,8 +773,8 @@ def _forward_impl(q, k, v, w, beta, G, scale, cfg: KernelConfig):
     op = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device) if split else o
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=G is not None, CDT=_tl(cfg.compute_dtype), PREC=cfg.precision)
     _launch(kern._fwd_kernel, (NB, B * HQ), cfg, "fwd",
-            Q=q, K=k, V=v, W=wf, UT_TW=pre["TW"], K_BLOCK_END=pre["KA"], K_SEG_END=pre["KS"], UT_T=pre["TM"],
-            UT_M=pre["MM"], PAIR_PROD=pre["OM"], GATE_CUMSUM=Gh, O=o, LSE=lse, Q_SEG_START=q0, O_PARTIAL=op,
+            Q=q, K=k, V=v, W=wf, UT_TW=pre["TW"], K_BLOCK_END=pre["KA"], K_SEG_END=pre["KS"], UT_M=pre["MM"],
+            PAIR_PROD=pre["OM"], GATE_CUMSUM=Gh, O=o, LSE=lse, Q_SEG_START=q0, O_PARTIAL=op,
             scale=scale, T=T, NB=NB, NS=NS, SB=SB,
             **meta, TDT=_tl(cfg.transport_dtype), SEGS=NS > 1, SPLIT=split)
     if split:
@@ -795,51 +802,70 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     f32 = dict(dtype=torch.float32, device=dev)
     delta = torch.empty(B, HQ, T, **f32)  # do . o per query row
     _run(kern._delta_kernel, (NB, B * HQ), cfg.warps.delta, DO=do, O=o, DELTA=delta, T=T, HQ=HQ, D=D, BT=BT)
+    # v20 orders the kernels by the memory they hold: the inter kernels, then the segment chain (which
+    # reads only their gradients), so that dKseg, dSeg and the chain's state are freed before the intra
+    # and diagonal kernels take their buffers; the peak is the live buffers' sum at one launch
     dq0 = torch.empty(B, T, HQ, D, **f32)
-    dseg = torch.zeros(B, HQ, NS, D, D, **f32)
     dg = torch.zeros(B, HQ, T, **f32)
-    # gradient of Kseg (segment kernels only), written by the key side
-    dks = torch.empty(B, T, HQ, D, **f32) if NS > 1 else None
     dv = torch.empty(B, T, HQ, D, **f32)
-    dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)  # written once, by the diagonal kernel
-    # dK->, dW and d(T W) (v13) of the own-segment pairs, accumulated by the intra kernel (zeroing them
-    # there, at a block's first touch or before its loop, timed no faster: benchmarks/HISTORY.md, v13)
-    dka = torch.zeros(B, T, HQ, D, **f32)
-    dw = torch.zeros(B, T, HQ, D, **f32)
-    dtwq = torch.zeros(B, T, HQ, D, **f32)
-    # the intra kernel's query states, in the dtype of the products that read them
-    scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
     Garg = Gh if has_g else lse  # without a gate: any [B, HQ, T] (not read)
-    # W and T W for the intra and diagonal kernels in the backward's transport dtype (v14): each of
-    # their products rounds them to it anyway, so the copies change no result and halve those loads
-    wt, twt = (wf, TW) if q.dtype == torch.float32 else (wf.to(q.dtype), TW.to(q.dtype))
     # gradients flow through the transport matmuls of the backward: they are in the input dtype (bf16's
     # range), not the forward's fp16, where the ~1e-6 gradients of a mean-reduced loss would be subnormal
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=_tl(cfg.compute_dtype),
                 TDT=_tl(cfg.backward_transport_dtype), PREC=cfg.precision)
     common = dict(GATE_CUMSUM=Garg, DO=do, LSE=lse, DELTA=delta, scale=scale, T=T, NB=NB)
+    # dK->, dW and d(T W) (v13), accumulated in place by the segment chain and the intra kernel (zeroing
+    # them in the kernels timed no faster: benchmarks/HISTORY.md, v13)
+    dka = torch.zeros(B, T, HQ, D, **f32)
+    dw = torch.zeros(B, T, HQ, D, **f32)
+    dtwq = torch.zeros(B, T, HQ, D, **f32)
+    bprec = cfg.block_precision
     if NS > 1:
-        # the segment and pair products likewise (v15): the inter kernels use them only rounded to the
-        # transport dtype
-        segt, omt = (SEG, OM) if q.dtype == torch.float32 else (SEG.to(q.dtype), OM.to(q.dtype))
+        dseg = torch.zeros(B, HQ, NS, D, D, **f32)
+        dks = torch.empty(B, T, HQ, D, **f32)  # gradient of Kseg, written by the key side
+        # the segment products in the transport dtype (v15; Om is stored in it, v20): the inter kernels
+        # use them only rounded to it
+        segt = SEG if q.dtype == torch.float32 else SEG.to(q.dtype)
         QR, KR = cfg.query_rows, cfg.key_rows
         _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ), cfg, "inter_q",
-                Q_SEG_START=q0, K_SEG_END=KS, V=v, SEG_PROD=segt, PAIR_PROD=omt,
+                Q_SEG_START=q0, K_SEG_END=KS, V=v, SEG_PROD=segt, PAIR_PROD=OM,
                 DQ_SEG_START=dq0, DSEG_PROD=dseg, DGATE=dg, **common, NS=NS, SB=SB,
                 **meta, DC=cfg.seg_split, QR=QR)
         _launch(kern._bwd_inter_kv_kernel, (NB // (KR // BT), B * HQ), cfg, "inter_kv",
-                Q_SEG_START=q0, K_SEG_END=KS, V=v, PAIR_PROD=omt, DK_SEG_END=dks, DV=dv, DGATE=dg,
+                Q_SEG_START=q0, K_SEG_END=KS, V=v, PAIR_PROD=OM, DK_SEG_END=dks, DV=dv, DGATE=dg,
                 **common, NS=NS, SB=SB, **meta, KR=KR, DC=cfg.seg_split)
-        del segt, omt
+        del segt
+        if grp > 1:
+            dks = dks.view(B, T, HK, grp, D).sum(3)
+            dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
+        dks, dseg = dks.contiguous(), dseg.contiguous()
+        # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products)
+        XS = torch.empty(B, HK, NB, D, D, **f32)
+        DR = cfg.seg_split
+        _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR), cfg.warps.seg_bwd,
+             W=wf, UT_TW=TW, K_BLOCK_END=KA, DK_SEG_END=dks, DSEG_PROD=dseg,
+             SEG_GRAD_STATE=XS, T=T, NB=NB, NS=NS, SB=SB, HK=HK, D=D, BT=BT, DR=DR, PREC=bprec)
+        # the chain's dK->, d(T W), dW added in place to the per-query-head gradients (v19)
+        _run(kern._seg_grad_kernel, (NB, B * HK), cfg.warps.seg,
+             W=wf, UT_TW=TW, DK_SEG_END=dks, SUFFIX_R=RS, SEG_GRAD_STATE=XS,
+             DK_BLOCK_END=dka, DUT_TW=dtwq, DW=dw, T=T, NB=NB,
+             HQ=HQ, HK=HK, D=D, BT=BT, DC=DR, PREC=bprec)
+        del XS, dks, dseg
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()
+    # the intra kernel's query states, in the dtype of the products that read them
+    scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
+    # W and T W for the intra and diagonal kernels in the backward's transport dtype (v14): each of
+    # their products rounds them to it anyway, so the copies change no result and halve those loads
+    wt, twt = (wf, TW) if q.dtype == torch.float32 else (wf.to(q.dtype), TW.to(q.dtype))
     _run(kern._bwd_intra_kernel, (NS, B * HQ), cfg.warps.intra,
          Q=q, V=v, W=wt, UT_TW=twt, K_BLOCK_END=KA, DQ_SEG_START=dq0, Q_STATE_SCRATCH=scr,
          DK_BLOCK_END=dka, DV=dv, DW=dw, DUT_TW=dtwq, DGATE=dg, **common, NS=NS, SB=SB, **meta)
     del scr
     # written once, by the diagonal kernel: allocated only now, when the intra kernel's scratch is
-    # freed (v19: the peak memory of the backward is the live buffers' sum)
+    # freed (v19)
+    dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)
     dk = torch.empty(B, T, HQ, D, **f32)
     dt = torch.empty(B, HQ, NB, BT, BT, **f32)
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
@@ -849,25 +875,6 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     del dq0, wt, twt
     if grp > 1:
         dv = dv.view(B, T, HK, grp, D).sum(3)
-        if NS > 1:
-            dks = dks.view(B, T, HK, grp, D).sum(3)
-            dseg = dseg.view(B, HK, grp, NS, D, D).sum(2)
-    # chain through Kseg = K-> R^T and Seg = R_0 P_0 (segment suffix products); none for one segment
-    bprec = cfg.block_precision
-    if NS > 1:
-        dks = dks.contiguous()
-        XS = torch.empty(B, HK, NB, D, D, **f32)
-        DR = cfg.seg_split
-        _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR), cfg.warps.seg_bwd,
-             W=wf, UT_TW=TW, K_BLOCK_END=KA, DK_SEG_END=dks, DSEG_PROD=dseg.contiguous(), SEG_GRAD_STATE=XS,
-             T=T, NB=NB, NS=NS, SB=SB, HK=HK, D=D, BT=BT, DR=DR, PREC=bprec)
-        # the chain's dK->, d(T W), dW added in place to the per-query-head gradients (v19)
-        _run(kern._seg_grad_kernel, (NB, B * HK), cfg.warps.seg,
-             W=wf, UT_TW=TW, DK_SEG_END=dks, SUFFIX_R=RS, SEG_GRAD_STATE=XS,
-             DK_BLOCK_END=dka, DUT_TW=dtwq, DW=dw, T=T, NB=NB,
-             HQ=HQ, HK=HK, D=D, BT=BT, DC=DR, PREC=bprec)
-        del XS
-    del dks
     dv = dv.to(v.dtype)                                                  # before the block kernel's outputs
     dk_out = torch.empty_like(k)
     dw_out = torch.empty(B, T, HK, D, **f32)

@@ -38,7 +38,8 @@ matrices ``[B, H, NB, BT, BT]``, per-segment matrices ``[B, H, NS, D, D]``, row 
 * per-block factors (Hk): ``UT_T`` (``T = N diag(beta)``), ``UT_N`` (``N = (I + A)^-1``), ``UT_M``
   (``M = T strictLower(W K^T)``), ``UT_TW`` (``T W``, a token tensor), ``K_BLOCK_END`` (``K->``);
 * per-segment products (Hk): ``SUFFIX_R`` (``R_j``, ``[B, Hk, NB, D, D]``), ``SEG_PROD`` (``Seg_k``),
-  ``PAIR_PROD`` (``Om``, ``[B, Hk, NS (NS - 1) / 2, D, D]``), ``K_SEG_END`` (``Kseg``);
+  ``PAIR_PROD`` (``Om``, ``[B, Hk, NS (NS - 1) / 2, D, D]``, in the input dtype, v20), ``K_SEG_END``
+  (``Kseg``);
 * forward results (Hq): ``O``, ``LSE`` (log2-sum-exp, ``[B, Hq, T]``), ``Q_SEG_START`` (``Q0``),
   ``O_PARTIAL`` (float32 partial output of the split forward), ``DELTA`` (``do . o``, ``[B, Hq, T]``);
 * gradients: ``DQ_SEG_START`` (of ``Q0``; the intra kernel leaves the gradient of ``Q<-`` there, read by
@@ -177,7 +178,7 @@ def _earlier_segments(m_i, l_i, acc, Q_SEG_START, K_SEG_END, V, PAIR_PROD, GATE_
 
 
 @triton.jit
-def _fwd_kernel(Q, K, V, W, UT_TW, K_BLOCK_END, K_SEG_END, UT_T, UT_M, PAIR_PROD, GATE_CUMSUM,
+def _fwd_kernel(Q, K, V, W, UT_TW, K_BLOCK_END, K_SEG_END, UT_M, PAIR_PROD, GATE_CUMSUM,
                 O, LSE, Q_SEG_START, O_PARTIAL,
                 scale, T, NB, NS, SB,
                 HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
@@ -999,6 +1000,7 @@ def _pair_kernel(SEG_PROD, PAIR_PROD, NS, HK: tl.constexpr, D: tl.constexpr, PRE
     first = (i_kc * (i_kc - 1)) // 2
     for j in range(0, i_kc):
         k = i_kc - 1 - j
-        tl.store(_sq(PAIR_PROD, obase, first + k, D), m)
+        # stored in the input dtype (v20): every reader rounds Om to it before its product
+        tl.store(_sq(PAIR_PROD, obase, first + k, D), m.to(PAIR_PROD.dtype.element_ty))
         if k > 0:
             m = tl.dot(m, tl.load(_sq(SEG_PROD, sbase, k, D)), input_precision=PREC)
