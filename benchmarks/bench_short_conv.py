@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_path import ceilings  # noqa: E402
 from path_lib.experiments.provenance import write_result  # noqa: E402
-from path_lib.kernels.short_conv import short_conv_normalize_reference  # noqa: E402
+from path_lib.reference.short_conv import short_conv_normalize_torch  # noqa: E402
 from path_lib.nn.layers import PaTHAttention  # noqa: E402
 
 SHAPES = ((2, 4096, 768, 12), (8, 4096, 2048, 32))      # (B, T, C, H): the LM benchmark's layer; bench_path's grid
@@ -48,7 +48,7 @@ def errors(layer, u, dw):
         w = layer._w_from_conv_input(u, left_context=False)
     w.backward(dw)
     u64, wt64 = (x.detach().double().requires_grad_() for x in (u, weight))
-    ref = short_conv_normalize_reference(u64, wt64, layer.n_kv_heads)
+    ref = short_conv_normalize_torch(u64, wt64, layer.n_kv_heads)
     ref.backward(dw.double())
     rel = lambda a, b: ((a.double() - b).abs().max() / b.abs().max()).item()  # noqa: E731
     return dict(w_max_abs=(w.double() - ref).abs().max().item(), du_rel=rel(u.grad, u64.grad),

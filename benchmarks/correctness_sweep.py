@@ -197,14 +197,15 @@ def keys_to_end_case(gen, T=700, H=2, D=64, lens=(300, 1, 399)):
 def short_conv_case(gen, B=2, T=1500, H=12, Dh=64, K=3):
     """PaTH layer's fused direction map (``path_lib.kernels.short_conv``) on bf16 u: w and the gradients of
     u and the filter against the float64 PyTorch map, both normalisations (the second with left context)."""
-    from path_lib.kernels.short_conv import short_conv_normalize, short_conv_normalize_reference
+    from path_lib.kernels.short_conv import short_conv_normalize
+    from path_lib.reference.short_conv import short_conv_normalize_torch
     errors = {}
     for normalization, left in (("unit", False), ("fla", True)):
         u = torch.randn(B, T, H * Dh, device="cuda", generator=gen).bfloat16().requires_grad_()
         weight = (torch.randn(H * Dh, 1, K, device="cuda", generator=gen) / K).requires_grad_()
         w = short_conv_normalize(u, weight, H, normalization=normalization, left_context=left)
         u64, w64 = (x.detach().double().requires_grad_() for x in (u, weight))
-        ref = short_conv_normalize_reference(u64, w64, H, normalization=normalization, left_context=left)
+        ref = short_conv_normalize_torch(u64, w64, H, normalization=normalization, left_context=left)
         dw = torch.randn(ref.shape, device="cuda", generator=gen, dtype=torch.float64)
         w.backward(dw.float())
         ref.backward(dw)

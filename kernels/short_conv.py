@@ -14,20 +14,21 @@ deterministic).
 
 One program per ``(block of BT time steps, batch row * head)``; every value is float32 in registers.
 Runs on a CUDA GPU, or on the CPU under ``TRITON_INTERPRET=1`` (set before triton is first imported) in
-float32. :func:`short_conv_normalize_reference` is the same map in plain PyTorch, the check for both.
+float32. ``path_lib.reference.short_conv.short_conv_normalize_torch`` is the same map in plain PyTorch
+(the layer's other backends, and the check of this one).
 """
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
 import triton.language as tl
 
-from path_lib.validation import check_choice, check_int, check_number, check_tensor
+from path_lib.reference.short_conv import NORMALIZATIONS, check_short_conv
 
-__all__ = ["short_conv_normalize", "short_conv_normalize_reference", "NORMALIZATIONS"]
+__all__ = ["short_conv_normalize", "NORMALIZATIONS"]
 
-#: ``"unit"``: ``s / max(||s||, eps)`` (``F.normalize``); ``"fla"``: ``s / sqrt(||s||^2 + eps)`` (fla's l2norm).
-NORMALIZATIONS = ("unit", "fla")
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _BLOCK_T = 32
 
@@ -152,35 +153,28 @@ class _ShortConvNormalizeFn(torch.autograd.Function):
         return du, dweight, None, None, None, None
 
 
-def _check(u, weight, n_heads, normalization, eps, left_context, dtypes=_DTYPES):
-    check_tensor(u, "u", ndim=3, dtypes=dtypes, finite=False)
-    check_int(n_heads, "n_heads", minimum=1)
-    check_choice(normalization, "normalization", NORMALIZATIONS)
-    eps = check_number(eps, "eps")
-    if not eps > 0:
-        raise ValueError(f"eps must be positive, got {eps}")
-    if not isinstance(left_context, bool):
-        raise TypeError(f"left_context must be a bool, got {type(left_context).__name__}")
-    check_tensor(weight, "weight", dtypes=dtypes, finite=False)
-    C = u.shape[-1]
-    if weight.dim() == 3 and weight.shape[1] == 1:           # nn.Conv1d's depthwise weight [C, 1, K]
-        weight = weight[:, 0]
-    if weight.dim() != 2 or weight.shape[0] != C or weight.shape[1] < 1:
-        raise ValueError(f"weight must be [C, K] or [C, 1, K] with C = u.shape[-1] = {C}, got {tuple(weight.shape)}")
-    if weight.device != u.device:
-        raise ValueError(f"weight is on {weight.device}, u on {u.device}")
-    if C % n_heads:
-        raise ValueError(f"u's last dim ({C}) must be a multiple of n_heads ({n_heads})")
-    if C // n_heads > 256:
-        raise ValueError(f"head dim C // n_heads must be at most 256, got {C // n_heads}")
-    shift = weight.shape[1] - 1 if left_context else 0
-    if u.shape[1] < shift:
-        raise ValueError(f"with left_context=True u needs at least K - 1 = {shift} rows, got {u.shape[1]}")
+def _check(u, weight, n_heads, normalization, eps, left_context, check_values):
+    """:func:`path_lib.reference.short_conv.check_short_conv` (float16 / bfloat16 / float32 here), then what
+    this kernel needs besides: a head dim of at most 256, a CUDA device (or the interpreter), and with
+    ``check_values`` finite u and weight (a device sync)."""
+    weight, eps, shift = check_short_conv(u, weight, n_heads, normalization, eps, left_context, _DTYPES)
+    if u.shape[-1] // n_heads > 256:
+        raise ValueError(f"head dim C // n_heads must be at most 256, got {u.shape[-1] // n_heads}")
+    if u.device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        raise ValueError(f"u is on {u.device}: the fused pass runs on a CUDA GPU, or on the CPU with "
+                         "TRITON_INTERPRET=1 set before triton is imported; short_conv_normalize_torch "
+                         "(path_lib.reference.short_conv) is the same map in PyTorch")
+    if not isinstance(check_values, bool):
+        raise TypeError(f"check_values must be a bool, got {type(check_values).__name__}")
+    if check_values:
+        for name, x in (("u", u), ("weight", weight)):
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"{name} has NaN or infinite entries")
     return weight, eps, shift
 
 
 def short_conv_normalize(u: torch.Tensor, weight: torch.Tensor, n_heads: int, *, normalization: str = "unit",
-                         eps: float = 1e-6, left_context: bool = False) -> torch.Tensor:
+                         eps: float = 1e-6, left_context: bool = False, check_values: bool = True) -> torch.Tensor:
     """``L2norm_per_head(SiLU(causal depthwise conv(u)))`` in one fused pass; differentiable in u and weight.
 
     Args:
@@ -193,23 +187,9 @@ def short_conv_normalize(u: torch.Tensor, weight: torch.Tensor, n_heads: int, *,
         eps: the normalisation's epsilon.
         left_context: u's first ``K - 1`` rows are the inputs of the steps before the first output
             (decoding); otherwise those steps count as zeros.
+        check_values: check that u and weight are finite (a device sync; the layer passes False).
     Returns:
         ``[B, T_out, H, Dh]`` float32, ``T_out = T - (K - 1)`` with ``left_context``, else ``T``.
     """
-    weight, eps, shift = _check(u, weight, n_heads, normalization, eps, left_context)
+    weight, eps, shift = _check(u, weight, n_heads, normalization, eps, left_context, check_values)
     return _ShortConvNormalizeFn.apply(u, weight, n_heads, normalization == "fla", eps, shift)
-
-
-def short_conv_normalize_reference(u: torch.Tensor, weight: torch.Tensor, n_heads: int, *,
-                                   normalization: str = "unit", eps: float = 1e-6,
-                                   left_context: bool = False) -> torch.Tensor:
-    """The same map in plain PyTorch (``F.conv1d``, ``F.silu``, a norm) in u's dtype, float64 included."""
-    weight, eps, shift = _check(u, weight, n_heads, normalization, eps, left_context, _DTYPES + (torch.float64,))
-    K = weight.shape[1]
-    B, _, C = u.shape
-    x = u if shift else torch.nn.functional.pad(u, (0, 0, K - 1, 0))
-    y = torch.nn.functional.conv1d(x.transpose(1, 2), weight.to(u.dtype)[:, None], groups=C).transpose(1, 2)
-    s = torch.nn.functional.silu(y).reshape(B, -1, n_heads, C // n_heads)
-    if normalization == "fla":
-        return s * torch.rsqrt(s.square().sum(-1, keepdim=True) + eps)
-    return torch.nn.functional.normalize(s, dim=-1, eps=eps)

@@ -1,6 +1,6 @@
 """The fused short convolution (kernels/short_conv.py): w = L2norm(SiLU(causal depthwise conv(u))).
 
-Forward and both gradients against the float64 PyTorch map (``short_conv_normalize_reference``) on fresh
+Forward and both gradients against the float64 PyTorch map (``path_lib.reference.short_conv.short_conv_normalize_torch``) on fresh
 random inputs: ragged last blocks, both normalisations and their epsilon branch, ``left_context``, one
 and four taps; PaTH's layer with the Triton backend against the same layer on the blockwise backend
 (which keeps the PyTorch convolution); the argument checks. On the CPU the kernels run under Triton's
@@ -37,11 +37,12 @@ def _inputs(B, T, C, K, dtype=torch.float32, tiny_rows=0):
 
 
 def _check_against_float64(u, weight, H, normalization, left_context, tol):
-    from path_lib.kernels.short_conv import short_conv_normalize, short_conv_normalize_reference
+    from path_lib.kernels.short_conv import short_conv_normalize
+    from path_lib.reference.short_conv import short_conv_normalize_torch
     u, weight = u.requires_grad_(), weight.requires_grad_()
     w = short_conv_normalize(u, weight, H, normalization=normalization, left_context=left_context)
     u64, wt64 = (x.detach().double().requires_grad_() for x in (u, weight))
-    ref = short_conv_normalize_reference(u64, wt64, H, normalization=normalization, left_context=left_context)
+    ref = short_conv_normalize_torch(u64, wt64, H, normalization=normalization, left_context=left_context)
     assert w.dtype == torch.float32 and w.shape == ref.shape
     assert (w.double() - ref).abs().max().item() < tol
     dw = torch.randn_like(ref)
@@ -127,3 +128,45 @@ def test_argument_checks():
         args = dict(u=u, weight=weight, n_heads=2) | change
         with pytest.raises(error, match=message):
             short_conv_normalize(args.pop("u"), args.pop("weight"), args.pop("n_heads"), **args)
+
+
+@runs_kernels
+def test_value_checks():
+    """NaN or infinite u or weight: a named ValueError by default; check_values=False skips the sync."""
+    from path_lib.kernels.short_conv import short_conv_normalize
+    u, weight = _inputs(1, 6, 8, 3)
+    bad_u, bad_weight = u.clone(), weight.clone()
+    bad_u[0, 3, 1] = float("nan")
+    bad_weight[2, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match="u has NaN or infinite"):
+        short_conv_normalize(bad_u, weight, 2)
+    with pytest.raises(ValueError, match="weight has NaN or infinite"):
+        short_conv_normalize(u, bad_weight, 2)
+    with pytest.raises(TypeError, match="check_values must be a bool"):
+        short_conv_normalize(u, weight, 2, check_values=1)
+    assert short_conv_normalize(bad_u, weight, 2, check_values=False).shape == (1, 6, 2, 4)
+
+
+@pytest.mark.skipif(INTERPRETED or torch.cuda.is_available(), reason="a CPU without the interpreter")
+def test_cpu_without_interpreter_is_named():
+    from path_lib.kernels.short_conv import short_conv_normalize
+    with pytest.raises(ValueError, match="u is on cpu: the fused pass runs on a CUDA GPU"):
+        short_conv_normalize(torch.randn(1, 4, 8), torch.randn(8, 3), 2)
+
+
+def test_torch_map_matches_a_loop():
+    """The PyTorch map against the definition written out step by step (float64, fresh inputs): tap
+    K - 1 on the current step, zeros before the first (or u's own first K - 1 rows as left context)."""
+    from path_lib.reference.short_conv import short_conv_normalize_torch
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    B, T, H, Dh, K = 2, 7, 2, 3, 3
+    u, weight = torch.randn(B, T, H * Dh, generator=g, dtype=torch.float64), torch.randn(H * Dh, K, generator=g,
+                                                                                          dtype=torch.float64)
+    for left_context in (False, True):
+        w = short_conv_normalize_torch(u, weight, H, left_context=left_context)
+        x = u if left_context else torch.cat([u.new_zeros(B, K - 1, H * Dh), u], 1)
+        for t in range(w.shape[1]):
+            y = sum(x[:, t + j] * weight[:, j] for j in range(K))
+            s = (y * torch.sigmoid(y)).view(B, H, Dh)
+            assert torch.allclose(w[:, t], s / s.norm(dim=-1, keepdim=True), atol=1e-12)
+    assert short_conv_normalize_torch(u[:, :2], weight, H, left_context=True).shape == (B, 0, H, Dh)

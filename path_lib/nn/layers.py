@@ -38,6 +38,7 @@ from .cache import StateCache
 from ..decoding import PaTHCache, is_cache, keys_to_end
 from .padding import check_attention_mask, check_cu_seqlens, compaction, gather_time, varlen_layout
 from ..reference.sba import sba_attention, stick_breaking_weights
+from ..reference.short_conv import short_conv_normalize_torch
 
 __all__ = [
     "AttentionLayer", "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention",
@@ -443,17 +444,9 @@ class PaTHAttention(AttentionLayer):
         if self._fused_conv(u):
             from path_lib.kernels.short_conv import short_conv_normalize
             return short_conv_normalize(u, self.w_conv.weight, self.n_kv_heads, normalization=self.w_normalization,
-                                        left_context=left_context)
-        if not left_context:
-            u = F.pad(u, (0, 0, self.conv_size - 1, 0))
-        B = u.shape[0]
-        if u.shape[1] < self.conv_size:                      # T = 0: nothing to convolve
-            return u.new_zeros(B, 0, self.n_kv_heads, self.head_dim, dtype=_param_dtype(u))
-        y = F.conv1d(u.transpose(1, 2), self.w_conv.weight, groups=u.shape[-1]).transpose(1, 2)
-        y = F.silu(y).to(_param_dtype(u)).view(B, -1, self.n_kv_heads, self.head_dim)
-        if self.w_normalization == "fla":
-            return y * torch.rsqrt(y.square().sum(-1, keepdim=True) + 1e-6)
-        return F.normalize(y, dim=-1, eps=1e-6)
+                                        left_context=left_context, check_values=False)
+        return short_conv_normalize_torch(u, self.w_conv.weight, self.n_kv_heads,
+                                          normalization=self.w_normalization, left_context=left_context)
 
     def _beta_g(self, x: torch.Tensor):
         """``x [..., d_model]`` -> beta ``[..., Hk]``, g ``[..., Hq]`` or None (float32, float64 for float64 x)."""
