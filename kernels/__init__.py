@@ -36,16 +36,17 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
            "env_overrides", "FallbackState", "fallback_state", "TIMING_EQUIVALENT"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
-#: point (25 of 25 cases: 2026-12-02, H200, torch 2.11, triton 3.6, commit 488017c, kernels v19b) for the kernel
+#: point (25 of 25 cases: 2026-12-02, H200, torch 2.11, triton 3.6, commit c2f0cc0, kernels v20b) for the kernel
 #: code whose hash (:func:`code_sha256`) is ``_VERIFIED_CODE_SHA256``.
 VERIFIED_BY = "benchmarks/results/correctness_sweep.json"
-_VERIFIED_CODE_SHA256 = "4cd2219a5604ec035f495b28b6f9510537fda5fa010be465204f8b832b4cf48f"
+_VERIFIED_CODE_SHA256 = "4a566efda79368add4cce948e621aab48c138dee7611eb37096f5208605f0768"
 #: Earlier kernel code whose timings stand for the verified code: code hash -> why. The speed record
-#: (``benchmarks/results/bench_path.json``) timed v19, whose hash did not yet cover ``short_conv.py``.
+#: (``benchmarks/results/bench_path.json``) timed v20, whose attention kernels v20b kept unchanged.
 TIMING_EQUIVALENT = {
-    "a6fd02f64b3536a409079a2a2feaed9f186ed8c59ab82c1bd6c7f4bc9bd2e677":
-        "v19, the same attention kernels as the verified v19b, which only added kernels/short_conv.py "
-        "(unchanged) to the files the gate hashes and a sweep case for it",
+    "12bfd28a8351c2e7df915b12195eac1dadb849fb595efffae771092566579ab0":
+        "v20, the same attention kernels and launcher as the verified v20b, which changed only the argument "
+        "checks of kernels/short_conv.py (check_values, the CPU-without-interpreter error, checks shared "
+        "with path_lib.reference.short_conv)",
 }
 #: The files the gate hashes: the attention kernels, their launcher, and the fused pass that gives PaTH's
 #: layer its directions (which ``backend="auto"`` runs with them, so the sweep checks it too).
