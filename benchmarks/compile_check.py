@@ -30,8 +30,8 @@ import path_lib.kernels._path as _path  # noqa: E402
 import path_lib.kernels._triton_kernels as K  # noqa: E402
 
 # what the single-segment mode launches besides the forward and block kernels (kernels/_path.py)
-SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_kernel", "_prep_kernel",
-                          "_bwd_block_kernel")
+SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_a_kernel", "_ut_kernel",
+                          "_prep_kernel", "_bwd_block_kernel")
 SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GROUP="i32")
 # opt-in shared memory per block by architecture (--smem overrides): what kernel_config reads off a device
 ARCH_SMEM = {75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
@@ -117,7 +117,8 @@ def configs(arch, dtype, D, BT=None, smem=None):
          w.intra, 1),
         (K._bwd_diag_kernel, dict(Q=qt, K=qt, V=qt, W=qt, UT_TW=qt, DO=qt, DQ=qt), dict(ce, DC=cfg.diag_cols),
          w.diag, 1),
-        (K._ut_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision), w.ut, 1),
+        (K._ut_a_kernel, {}, dict(HK=2, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision), w.ut_a, 1),
+        (K._ut_kernel, {}, dict(HK=2, BT=BT, SOLVE_PREC=cfg.solve_precision), w.ut, 1),
         (K._prep_kernel, dict(K=qt, K_BLOCK_END=qt), blk, w.prep, 1),
         (K._seg_fwd_kernel, dict(K_BLOCK_END=qt, K_SEG_END=qt), blk, w.seg, 1),
         (K._pair_kernel, {}, dict(HK=2, D=D, PREC=cfg.solve_precision), w.seg, 1),

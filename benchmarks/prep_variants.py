@@ -1,4 +1,4 @@
-"""Tuning of the forward's per-block kernels (``_ut_kernel``, ``_prep_kernel``) and ``_seg_fwd_kernel``:
+"""Tuning of the forward's per-block kernels (``_ut_a_kernel`` + ``_ut_kernel``, ``_prep_kernel``) and ``_seg_fwd_kernel``:
 time each shipped kernel at several warp counts and dot precisions in one GPU call.
 
 History: v4's ``_prep_kernel`` took ~7 ms (bf16, B*T = 32768, H*D = 2048); an earlier version of this
@@ -52,13 +52,16 @@ def outputs(k, BT, SB=4):
 
 
 def launch(kernel, k, w, beta, o, BT, prec, warps, SB=4):
-    """One launch of ``kernel`` ("ut", "prep" or "seg") with dot precision ``prec`` and ``warps``."""
+    """One launch of ``kernel`` ("ut", "prep" or "seg") with dot precision ``prec`` and ``warps`` ("ut":
+    ``A`` by ``_ut_a_kernel`` at four warps, then the solve, ``_ut_kernel``, at ``warps``)."""
     B, T, H, D = k.shape
     NB = T // BT
     NS = -(-NB // SB)
     grid = (NB, B * H)
     if kernel == "ut":
-        K._ut_kernel[grid](w, beta, o["TM"], o["NM"], T, NB, HK=H, D=D, BT=BT, SOLVE_PREC=prec,
+        K._ut_a_kernel[grid](w, beta, o["TM"], T, NB, HK=H, D=D, BT=BT, SOLVE_PREC=prec,
+                             num_warps=4, num_stages=1)
+        K._ut_kernel[grid](beta, o["TM"], o["NM"], T, NB, HK=H, BT=BT, SOLVE_PREC=prec,
                            num_warps=warps, num_stages=1)
     elif kernel == "prep":
         K._prep_kernel[grid](k, w, o["TW"], o["KA"], o["TM"], o["MM"], T, NB, HK=H, D=D, BT=BT, PREC=prec,
@@ -68,7 +71,7 @@ def launch(kernel, k, w, beta, o, BT, prec, warps, SB=4):
                                        HK=H, D=D, BT=BT, PREC=prec, num_warps=warps, num_stages=1)
 
 
-CONFIGS = [("ut", p, wp) for p in ("tf32x3", "tf32") for wp in (4, 8)] + \
+CONFIGS = [("ut", p, wp) for p in ("tf32x3", "tf32") for wp in (1, 2, 4)] + \
           [(kn, "tf32", wp) for kn in ("prep", "seg") for wp in (4, 8)]
 
 

@@ -74,12 +74,13 @@ _WARPS_SM80 = {
     # 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384); v8: two warpgroups for the 128-row
     # tiles of the query side (12.5 -> 10.6 ms) and of the forward's earlier segments (_fwd_inter_kernel
     # at 4 warps: 10.7 ms, at 8: 5.9 ms); v10: the backward's segment chain (_seg_bwd_kernel) at 4 warps
-    # (1.72 -> 1.16 ms at T = 1024)
-    (128, True): dict(ut=4, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8),
-    (128, False): dict(ut=4, prep=4, block=4, intra=8, seg=8),
-    (64, True): dict(ut=4, prep=4, block=4, intra=4, seg=4),
+    # (1.72 -> 1.16 ms at T = 1024); v21: the UT solve (_ut_kernel) at one warp after A by its own
+    # four-warp kernel (_ut_a_kernel); w and beta are float32 at every input dtype, so one setting for all
+    (128, True): dict(ut_a=4, ut=1, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8),
+    (128, False): dict(ut_a=4, ut=1, prep=4, block=4, intra=8, seg=8),
+    (64, True): dict(ut_a=4, ut=1, prep=4, block=4, intra=4, seg=4),
     # float32 (tf32x3): at 4 warps ptxas gives the intra / block kernels a 10 KB stack
-    (64, False): dict(ut=4, prep=4, block=8, intra=8, seg=4),
+    (64, False): dict(ut_a=4, ut=1, prep=4, block=8, intra=8, seg=4),
 }
 
 # pipelining depth per attention loop for half-precision inputs where shared memory is plentiful (at least
@@ -111,7 +112,7 @@ _QUERY_ROWS = {128: 128}
 _FWD_ROWS = {64: 128, 128: 128}
 
 # the keys of the PATH_KERNELS_* overrides (and of KernelConfig.warps / .stages)
-WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv")
+WARP_KEYS = ("ut_a", "ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv")
 STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
 ROW_KEYS = ("key_rows", "query_rows", "fwd_rows")
 SPLIT_KEYS = ("seg_split", "block_cols", "diag_cols") + ROW_KEYS
@@ -267,8 +268,10 @@ def fallback_state() -> FallbackState:
 
 @dataclass(frozen=True)
 class Warps:
-    """``num_warps`` per kernel (``seg`` is ``_seg_fwd_kernel``, ``_pair_kernel`` and ``_seg_grad_kernel``;
-    ``seg_bwd`` is ``_seg_bwd_kernel``; ``delta``, ``_delta_kernel``, is always 4 and not overridable)."""
+    """``num_warps`` per kernel (``ut_a`` is ``_ut_a_kernel``, ``ut`` the UT solve ``_ut_kernel``; ``seg`` is
+    ``_seg_fwd_kernel``, ``_pair_kernel`` and ``_seg_grad_kernel``; ``seg_bwd`` is ``_seg_bwd_kernel``;
+    ``delta``, ``_delta_kernel``, is always 4 and not overridable)."""
+    ut_a: int
     ut: int
     prep: int
     block: int
@@ -659,9 +662,11 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     MM = torch.empty(B, HK, NB, BT, BT, **f32)
     keep = not cfg.forward_only
     NM = torch.empty(B, HK, NB, BT, BT, **f32) if keep else None
+    _run(kern._ut_a_kernel, (NB, B * HK), cfg.warps.ut_a,
+         W=w, BETA=beta, UT_T=TM, T=T, NB=NB, HK=HK, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision)
     _run(kern._ut_kernel, (NB, B * HK), cfg.warps.ut,
-         W=w, BETA=beta, UT_T=TM, UT_N=NM if keep else TM, T=T, NB=NB,
-         HK=HK, D=D, BT=BT, SOLVE_PREC=cfg.solve_precision, STORE_N=keep)
+         BETA=beta, UT_T=TM, UT_N=NM if keep else TM, T=T, NB=NB,
+         HK=HK, BT=BT, SOLVE_PREC=cfg.solve_precision, STORE_N=keep)
     _run(kern._prep_kernel, (NB, B * HK), cfg.warps.prep,
          K=k, W=w, UT_TW=TW, K_BLOCK_END=KA, UT_T=TM, UT_M=MM, T=T, NB=NB,
          HK=HK, D=D, BT=BT, PREC=cfg.block_precision)

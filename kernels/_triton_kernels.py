@@ -14,7 +14,8 @@ Notation (row-vector convention, ``P_b = I - W_b^T T_b W_b`` the product of bloc
   start of its own segment; ``Om(kc, k) = Seg_{kc-1} ... Seg_{k+1}`` so that the query state at the
   end of an earlier segment k is ``Q0_c Om(kc, k)`` (random access, no scan needed).
 
-Kernels. Forward: ``_ut_kernel`` (per block: the UT transform ``T``, ``N`` in float32 accuracy),
+Kernels. Forward: ``_ut_a_kernel`` and ``_ut_kernel`` (per block: ``A = strictLower(diag(beta) W W^T)``,
+then from it the UT transform ``T``, ``N`` in float32 accuracy),
 ``_prep_kernel`` (per block: ``T W``, ``M``, ``K->``), ``_seg_fwd_kernel`` (per segment: suffix products
 ``R_j``, ``Kseg``, ``Seg``), ``_pair_kernel`` (``Om``), ``_fwd_kernel`` (per query block: diagonal block
 by the UT all-pairs form, own segment with the thin scan ``Q <- Q - (Q W^T)(T W)``, earlier segments as
@@ -654,19 +655,31 @@ def _bwd_diag_kernel(Q, K, V, W, UT_TW, UT_T, UT_M, GATE_CUMSUM, DO, LSE, DELTA,
 
 
 @triton.jit
-def _inv16(A, abase, o: tl.constexpr, BT: tl.constexpr):
-    """``(I + A_oo)^-1`` for the 16 x 16 diagonal block at rows and columns ``o : o + 16`` of the strictly
-    lower ``[BT, BT]`` float32 matrix stored row-major at ``A + abase``: exact float32 forward
-    substitution (no tensor cores); step r reads row r of the block from memory and forms row r of the
-    inverse, ``n_r = e_r - A[r, :] N``, from the rows already done (as fla's ``solve_tril``)."""
+def _inv16_diag(A, abase, NC: tl.constexpr, BT: tl.constexpr):
+    """``(I + A_cc)^-1`` for the ``NC`` (1, 2 or 4) 16 x 16 diagonal blocks ``c`` of the strictly lower
+    ``[BT, BT]`` float32 matrix stored row-major at ``A + abase``: exact float32 forward substitution (no
+    tensor cores). Step r reads row r of each block from memory and forms row r of its inverse,
+    ``n_r = e_r - A[r, :] N``, from the rows already done (as fla's ``solve_tril``). The ``NC``
+    substitutions are independent and advance in the same loop, so one warp interleaves them (v21)."""
     rs = tl.arange(0, 16)
     eye = tl.where(rs[:, None] == rs[None, :], 1.0, 0.0)
-    n = eye
+    n1 = eye
+    n2 = eye
+    n3 = eye
+    n4 = eye
     for r in range(1, 16):
-        a_r = tl.load(A + abase + (o + r) * BT + o + rs)          # row r of the block (zero from r on)
-        n_r = tl.sum(a_r[:, None] * n, 0)                          # A[r, :] N
-        n = tl.where(rs[:, None] == r, eye - n_r[None, :], n)
-    return n
+        row = rs[:, None] == r
+        a1 = tl.load(A + abase + r * BT + rs)                      # row r of block 0 (zero from r on)
+        n1 = tl.where(row, eye - tl.sum(a1[:, None] * n1, 0)[None, :], n1)
+        if NC > 1:
+            a2 = tl.load(A + abase + (16 + r) * BT + 16 + rs)
+            n2 = tl.where(row, eye - tl.sum(a2[:, None] * n2, 0)[None, :], n2)
+        if NC > 2:
+            a3 = tl.load(A + abase + (32 + r) * BT + 32 + rs)
+            n3 = tl.where(row, eye - tl.sum(a3[:, None] * n3, 0)[None, :], n3)
+            a4 = tl.load(A + abase + (48 + r) * BT + 48 + rs)
+            n4 = tl.where(row, eye - tl.sum(a4[:, None] * n4, 0)[None, :], n4)
+    return n1, n2, n3, n4
 
 
 @triton.jit
@@ -688,17 +701,12 @@ def _put16(UT_N, UT_T, mbase, BETA, bbase, n, i: tl.constexpr, j: tl.constexpr, 
 
 
 @triton.jit
-def _ut_kernel(W, BETA, UT_T, UT_N, T, NB,
-               HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr,
-               STORE_N: tl.constexpr = True):
-    """Per block, the UT transform: ``N = (I + A)^-1`` with ``A = strictLower(diag(beta) W W^T)`` and
-    ``T = N diag(beta)``, in float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee).
-
-    v11, after fla's ``solve_tril``: the 16 x 16 diagonal blocks of ``I + A`` are inverted by
-    substitution (``_inv16``), then merged block by block with 16 x 16 products,
-    ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``; ``A`` is kept in this block's ``UT_T`` slot meanwhile
-    (a barrier orders the accesses), and ``N`` and ``T`` are written block by block (BT in {16, 32, 64}).
-    ``N`` is read only by the backward: a call that records no gradient leaves it out (``STORE_N``, v19)."""
+def _ut_a_kernel(W, BETA, UT_T, T, NB,
+                 HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
+    """Per block, ``A = strictLower(diag(beta) W W^T)`` (``[BT, BT]``, float32, ``SOLVE_PREC``) into the
+    block's ``UT_T`` slot, where ``_ut_kernel`` reads it and writes ``T`` over it. One ``BT x BT x D``
+    product per block on a whole tile, apart from the solve, which runs best at one warp (v21b, as fla's
+    ``chunk_scaled_dot_kkt`` before its ``solve_tril``)."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -707,64 +715,75 @@ def _ut_kernel(W, BETA, UT_T, UT_N, T, NB,
     kbase = (i_b.to(tl.int64) * T * HK + i_hk) * D
     mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT + i_c * BT * BT
     c0 = i_c * BT
-    bbase = (i_b.to(tl.int64) * T + c0) * HK + i_hk
     w = tl.load(_tile(W, kbase, c0, HK, D, BT))
-    beta = tl.load(BETA + bbase + rt * HK)
+    beta = tl.load(BETA + (i_b.to(tl.int64) * T + c0) * HK + i_hk + rt * HK)
     wwt = tl.dot(w, tl.trans(w), input_precision=SOLVE_PREC)
     tl.store(UT_T + mbase + rt[:, None] * BT + rt[None, :],
              tl.where(rt[:, None] > rt[None, :], beta[:, None] * wwt, 0.0))
-    tl.debug_barrier()
-    n11 = _inv16(UT_T, mbase, 0, BT)
-    if BT == 16:
-        tl.debug_barrier()
-        _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
-    else:
-        tl.static_assert(BT == 32 or BT == 64, "block length must be 16, 32 or 64")
-        n22 = _inv16(UT_T, mbase, 16, BT)
+
+
+@triton.jit
+def _ut_kernel(BETA, UT_T, UT_N, T, NB,
+               HK: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr, STORE_N: tl.constexpr = True):
+    """Per block, the UT transform: ``N = (I + A)^-1`` and ``T = N diag(beta)`` from
+    ``A = strictLower(diag(beta) W W^T)``, which ``_ut_a_kernel`` left in this block's ``UT_T`` slot, in
+    float32 accuracy (``SOLVE_PREC``: tf32x3 on tensor cores, or ieee).
+
+    After fla's ``solve_tril``: the 16 x 16 diagonal blocks of ``I + A`` are inverted by substitution
+    (``_inv16_diag``), then merged block by block with 16 x 16 products,
+    ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``; ``N`` and ``T`` are written block by block (BT in
+    {16, 32, 64}). ``N`` is read only by the backward: a call that records no gradient leaves it out
+    (``STORE_N``, v19). v21: every step works on 16 x 16 blocks, so that one warp per program runs the
+    solve without shared-memory reductions (v20 at four warps: 255 registers, two programs per SM). ``T``
+    overwrites ``A`` in place: every block of ``A`` is read before the barrier that precedes the writes."""
+    i_c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HK
+    i_hk = i_bh % HK
+    c0 = i_c * BT
+    mbase = (i_b.to(tl.int64) * HK + i_hk) * NB * BT * BT + i_c * BT * BT
+    bbase = (i_b.to(tl.int64) * T + c0) * HK + i_hk
+    tl.static_assert(BT == 16 or BT == 32 or BT == 64, "block length must be 16, 32 or 64")
+    NC: tl.constexpr = BT // 16
+    if NC > 1:
         a21 = tl.load(_blk16(UT_T, mbase, 1, 0, BT))
+    if NC > 2:
+        a31 = tl.load(_blk16(UT_T, mbase, 2, 0, BT))
+        a32 = tl.load(_blk16(UT_T, mbase, 2, 1, BT))
+        a41 = tl.load(_blk16(UT_T, mbase, 3, 0, BT))
+        a42 = tl.load(_blk16(UT_T, mbase, 3, 1, BT))
+        a43 = tl.load(_blk16(UT_T, mbase, 3, 2, BT))
+    n11, n22, n33, n44 = _inv16_diag(UT_T, mbase, NC, BT)
+    tl.debug_barrier()
+    _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
+    zero = tl.zeros([16, 16], dtype=tl.float32)
+    if NC > 1:
         n21 = -tl.dot(tl.dot(n22, a21, input_precision=SOLVE_PREC), n11, input_precision=SOLVE_PREC)
-        if BT == 32:
-            tl.debug_barrier()
-            zero = tl.zeros([16, 16], dtype=tl.float32)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 1, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK, STORE_N)
-        else:
-            n33 = _inv16(UT_T, mbase, 32, BT)
-            n44 = _inv16(UT_T, mbase, 48, BT)
-            a31 = tl.load(_blk16(UT_T, mbase, 2, 0, BT))
-            a32 = tl.load(_blk16(UT_T, mbase, 2, 1, BT))
-            a41 = tl.load(_blk16(UT_T, mbase, 3, 0, BT))
-            a42 = tl.load(_blk16(UT_T, mbase, 3, 1, BT))
-            a43 = tl.load(_blk16(UT_T, mbase, 3, 2, BT))
-            n32 = -tl.dot(tl.dot(n33, a32, input_precision=SOLVE_PREC), n22, input_precision=SOLVE_PREC)
-            n43 = -tl.dot(tl.dot(n44, a43, input_precision=SOLVE_PREC), n33, input_precision=SOLVE_PREC)
-            n31 = -tl.dot(n33, tl.dot(a31, n11, input_precision=SOLVE_PREC)
-                          + tl.dot(a32, n21, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
-            n42 = -tl.dot(n44, tl.dot(a42, n22, input_precision=SOLVE_PREC)
-                          + tl.dot(a43, n32, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
-            n41 = -tl.dot(n44, tl.dot(a41, n11, input_precision=SOLVE_PREC)
-                          + tl.dot(a42, n21, input_precision=SOLVE_PREC)
-                          + tl.dot(a43, n31, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
-            tl.debug_barrier()
-            zero = tl.zeros([16, 16], dtype=tl.float32)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 1, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 2, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 3, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 2, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 3, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n31, 2, 0, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n32, 2, 1, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n33, 2, 2, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 2, 3, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n41, 3, 0, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n42, 3, 1, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n43, 3, 2, BT, HK, STORE_N)
-            _put16(UT_N, UT_T, mbase, BETA, bbase, n44, 3, 3, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 1, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n21, 1, 0, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n22, 1, 1, BT, HK, STORE_N)
+    if NC > 2:
+        n32 = -tl.dot(tl.dot(n33, a32, input_precision=SOLVE_PREC), n22, input_precision=SOLVE_PREC)
+        n31 = -tl.dot(n33, tl.dot(a31, n11, input_precision=SOLVE_PREC)
+                      + tl.dot(a32, n21, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
+        n43 = -tl.dot(tl.dot(n44, a43, input_precision=SOLVE_PREC), n33, input_precision=SOLVE_PREC)
+        n42 = -tl.dot(n44, tl.dot(a42, n22, input_precision=SOLVE_PREC)
+                      + tl.dot(a43, n32, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
+        n41 = -tl.dot(n44, tl.dot(a41, n11, input_precision=SOLVE_PREC)
+                      + tl.dot(a42, n21, input_precision=SOLVE_PREC)
+                      + tl.dot(a43, n31, input_precision=SOLVE_PREC), input_precision=SOLVE_PREC)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 2, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 0, 3, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 2, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 1, 3, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, zero, 2, 3, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n31, 2, 0, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n32, 2, 1, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n33, 2, 2, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n41, 3, 0, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n42, 3, 1, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n43, 3, 2, BT, HK, STORE_N)
+        _put16(UT_N, UT_T, mbase, BETA, bbase, n44, 3, 3, BT, HK, STORE_N)
 
 
 @triton.jit

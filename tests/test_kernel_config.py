@@ -39,7 +39,7 @@ class Old:
     _FWD_ONLY_SEG_BLOCKS = {128: 16}
     _STAGE_KEYS = ("fwd", "fwd_inter", "inter_q", "inter_kv")
     _STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
-    _WARP_KEYS = ("ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q",
+    _WARP_KEYS = ("ut_a", "ut", "prep", "block", "intra", "diag", "seg", "seg_bwd", "fwd", "fwd_inter", "inter_q",
                   "inter_kv")
     _SEG_SPLIT = {128: 32}
     _BLOCK_COLS = {64: 32, 128: 32}
@@ -113,13 +113,13 @@ class Old:
         D = q.shape[-1]
         half = q.dtype != torch.float32
         if cuda8 and D >= 128 and half:
-            out = dict(ut=4, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
+            out = dict(ut_a=4, ut=1, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8)
         elif cuda8 and D >= 128:
-            out = dict(ut=4, prep=4, block=4, intra=8, seg=8)
+            out = dict(ut_a=4, ut=1, prep=4, block=4, intra=8, seg=8)
         elif cuda8 and D >= 64 and half:
-            out = dict(ut=4, prep=4, block=4, intra=4, seg=4)
+            out = dict(ut_a=4, ut=1, prep=4, block=4, intra=4, seg=4)
         elif cuda8 and D >= 64:
-            out = dict(ut=4, prep=4, block=8, intra=8, seg=4)
+            out = dict(ut_a=4, ut=1, prep=4, block=8, intra=8, seg=4)
         else:
             out = {key: warps for key in cls._WARP_KEYS}
         for key in ("fwd", "inter_q", "inter_kv"):

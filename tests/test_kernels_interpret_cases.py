@@ -528,8 +528,8 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
     warps = lambda D=64: kernel_config("cpu", torch.float32, D, 16).warps  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
     w = warps()
-    assert [f.name for f in dataclasses.fields(w)] == ["ut", "prep", "block", "intra", "diag", "seg", "seg_bwd",
-                                                       "fwd", "fwd_inter", "inter_q", "inter_kv", "delta"]
+    assert [f.name for f in dataclasses.fields(w)] == ["ut_a", "ut", "prep", "block", "intra", "diag", "seg",
+                                                       "seg_bwd", "fwd", "fwd_inter", "inter_q", "inter_kv", "delta"]
     assert {getattr(w, f.name) for f in dataclasses.fields(w)} == {4}
     assert {getattr(warps(128), f.name) for f in dataclasses.fields(w)} == {4, 8} and warps(128).delta == 4
     monkeypatch.setenv("PATH_KERNELS_WARPS", "ut=8, intra=2, inter_kv=8, seg_bwd=4")

@@ -46,7 +46,8 @@ mirror (this module)           kernel                                       comp
 ``gate_cumsum``                ``_path._gate_cumsum``                       ``G = cumsum(g)``, ``[B, H, T]``
 ``forward``                    ``_path._forward_impl``                      the phases below, in launch order
 ``precompute``                 ``_path._precompute``                        phases 1 and 2
-``ut``                         ``_triton_kernels._ut_kernel``               ``N``, ``T`` per block
+``ut``                         ``_triton_kernels._ut_a_kernel``             ``A``, then ``N``, ``T``, per
+                               then ``_triton_kernels._ut_kernel``          block
 ``prep``                       ``_triton_kernels._prep_kernel``             ``T W``, ``M``, ``K->`` per block
 ``seg_fwd``                    ``_triton_kernels._seg_fwd_kernel``          ``R_j``, ``Kseg``, ``Seg`` per segment
 ``pair``                       ``_triton_kernels._pair_kernel``             ``Om(kc, k)``
@@ -158,10 +159,10 @@ def online_softmax_step(m, l, acc, s2, vb):
 # ----------------------------------------------------------------------------------------------
 
 def ut(W: torch.Tensor, beta: torch.Tensor):
-    """The UT transform of every block (``_ut_kernel``).
+    """The UT transform of every block (``_ut_a_kernel``, then ``_ut_kernel``).
 
-    ``A = strictLower(diag(beta) W W^T)``, ``N = (I + A)^-1``, ``T = N diag(beta)``, so that the block's
-    product is ``P = I - W^T T W``. The kernel inverts the 16 x 16 diagonal blocks of ``I + A`` by
+    ``A = strictLower(diag(beta) W W^T)`` (the first kernel), ``N = (I + A)^-1``, ``T = N diag(beta)``
+    (the second), so that the block's product is ``P = I - W^T T W``. The second kernel inverts the 16 x 16 diagonal blocks of ``I + A`` by
     substitution and merges them; here one exact unit-triangular solve.
 
     Args:

@@ -535,6 +535,7 @@ PHASE_GROUPS = {
 #: ``delta = do . o`` (one number per query row) is grouped with the query side.
 KERNEL_PHASES = {
     # this book's kernels
+    "_ut_a_kernel": "precompute: per block (UT transform)",
     "_ut_kernel": "precompute: per block (UT transform)",
     "_prep_kernel": "precompute: per block (UT transform)",
     "_seg_fwd_kernel": "precompute: per segment (products)",
