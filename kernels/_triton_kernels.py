@@ -658,26 +658,38 @@ def _bwd_diag_kernel(Q, K, V, W, UT_TW, UT_T, UT_M, GATE_CUMSUM, DO, LSE, DELTA,
 def _inv16_diag(A, abase, NC: tl.constexpr, BT: tl.constexpr):
     """``(I + A_cc)^-1`` for the ``NC`` (1, 2 or 4) 16 x 16 diagonal blocks ``c`` of the strictly lower
     ``[BT, BT]`` float32 matrix stored row-major at ``A + abase``: exact float32 forward substitution (no
-    tensor cores). Step r reads row r of each block from memory and forms row r of its inverse,
-    ``n_r = e_r - A[r, :] N``, from the rows already done (as fla's ``solve_tril``). The ``NC``
-    substitutions are independent and advance in the same loop, so one warp interleaves them (v21)."""
+    tensor cores). Step r forms row r of each block's inverse, ``n_r = e_r - A[r, :] N``, from the rows
+    already done (as fla's ``solve_tril``). The ``NC`` substitutions are independent and advance in the
+    same loop, so one warp interleaves them (v21); the blocks are loaded once, transposed, and step r
+    takes row r out of the registers (v21c: a load per step left each step waiting on memory)."""
     rs = tl.arange(0, 16)
     eye = tl.where(rs[:, None] == rs[None, :], 1.0, 0.0)
+    blk_t = (rs[None, :] * BT + rs[:, None])                      # element [k, r] points at A[r, k]
+    at1 = tl.load(A + abase + blk_t)
+    at2 = at1
+    at3 = at1
+    at4 = at1
+    if NC > 1:
+        at2 = tl.load(A + abase + 16 * BT + 16 + blk_t)
+    if NC > 2:
+        at3 = tl.load(A + abase + 32 * BT + 32 + blk_t)
+        at4 = tl.load(A + abase + 48 * BT + 48 + blk_t)
     n1 = eye
     n2 = eye
     n3 = eye
     n4 = eye
     for r in range(1, 16):
         row = rs[:, None] == r
-        a1 = tl.load(A + abase + r * BT + rs)                      # row r of block 0 (zero from r on)
+        col = rs[None, :] == r
+        a1 = tl.sum(tl.where(col, at1, 0.0), 1)                     # row r of block 0 (zero from r on)
         n1 = tl.where(row, eye - tl.sum(a1[:, None] * n1, 0)[None, :], n1)
         if NC > 1:
-            a2 = tl.load(A + abase + (16 + r) * BT + 16 + rs)
+            a2 = tl.sum(tl.where(col, at2, 0.0), 1)
             n2 = tl.where(row, eye - tl.sum(a2[:, None] * n2, 0)[None, :], n2)
         if NC > 2:
-            a3 = tl.load(A + abase + (32 + r) * BT + 32 + rs)
+            a3 = tl.sum(tl.where(col, at3, 0.0), 1)
             n3 = tl.where(row, eye - tl.sum(a3[:, None] * n3, 0)[None, :], n3)
-            a4 = tl.load(A + abase + (48 + r) * BT + 48 + rs)
+            a4 = tl.sum(tl.where(col, at4, 0.0), 1)
             n4 = tl.where(row, eye - tl.sum(a4[:, None] * n4, 0)[None, :], n4)
     return n1, n2, n3, n4
 
@@ -745,6 +757,7 @@ def _ut_kernel(BETA, UT_T, UT_N, T, NB,
     bbase = (i_b.to(tl.int64) * T + c0) * HK + i_hk
     tl.static_assert(BT == 16 or BT == 32 or BT == 64, "block length must be 16, 32 or 64")
     NC: tl.constexpr = BT // 16
+    n11, n22, n33, n44 = _inv16_diag(UT_T, mbase, NC, BT)
     if NC > 1:
         a21 = tl.load(_blk16(UT_T, mbase, 1, 0, BT))
     if NC > 2:
@@ -753,7 +766,6 @@ def _ut_kernel(BETA, UT_T, UT_N, T, NB,
         a41 = tl.load(_blk16(UT_T, mbase, 3, 0, BT))
         a42 = tl.load(_blk16(UT_T, mbase, 3, 1, BT))
         a43 = tl.load(_blk16(UT_T, mbase, 3, 2, BT))
-    n11, n22, n33, n44 = _inv16_diag(UT_T, mbase, NC, BT)
     tl.debug_barrier()
     _put16(UT_N, UT_T, mbase, BETA, bbase, n11, 0, 0, BT, HK, STORE_N)
     zero = tl.zeros([16, 16], dtype=tl.float32)
