@@ -36,18 +36,13 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
            "env_overrides", "FallbackState", "fallback_state", "TIMING_EQUIVALENT"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
-#: point (25 of 25 cases: 2026-12-02, H200, torch 2.11, triton 3.6, commit c2f0cc0, kernels v20b) for the kernel
+#: point (25 of 25 cases: 2026-12-03, H200, torch 2.11, triton 3.6, commit fff7d61, kernels v21c) for the kernel
 #: code whose hash (:func:`code_sha256`) is ``_VERIFIED_CODE_SHA256``.
 VERIFIED_BY = "benchmarks/results/correctness_sweep.json"
-_VERIFIED_CODE_SHA256 = "4a566efda79368add4cce948e621aab48c138dee7611eb37096f5208605f0768"
-#: Earlier kernel code whose timings stand for the verified code: code hash -> why. The speed record
-#: (``benchmarks/results/bench_path.json``) timed v20, whose attention kernels v20b kept unchanged.
-TIMING_EQUIVALENT = {
-    "12bfd28a8351c2e7df915b12195eac1dadb849fb595efffae771092566579ab0":
-        "v20, the same attention kernels and launcher as the verified v20b, which changed only the argument "
-        "checks of kernels/short_conv.py (check_values, the CPU-without-interpreter error, checks shared "
-        "with path_lib.reference.short_conv)",
-}
+_VERIFIED_CODE_SHA256 = "9dca6e69cfbfdbac2b38c6de31855c787adbbad2ac6415890d481f26adf6e3f7"
+#: Earlier kernel code whose timings stand for the verified code: code hash -> why. Empty: the speed
+#: record (``benchmarks/results/bench_path.json``) timed the verified code itself (v21c, same commit).
+TIMING_EQUIVALENT: dict = {}
 #: The files the gate hashes: the attention kernels, their launcher, and the fused pass that gives PaTH's
 #: layer its directions (which ``backend="auto"`` runs with them, so the sweep checks it too).
 _SOURCES = ("_path.py", "_triton_kernels.py", "short_conv.py")
