@@ -39,8 +39,7 @@ from path_lib.nn.model import TinyLM  # noqa: E402
 MODELS = ("rope", "path", "path_fox")
 PATH_KERNEL_NAMES = ("_delta_kernel", "_fwd_kernel", "_fwd_inter_kernel", "_bwd_inter_q_kernel",
                      "_bwd_inter_kv_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_a_kernel", "_ut_kernel",
-                     "_prep_kernel",
-                     "_bwd_block_kernel", "_seg_fwd_kernel", "_seg_bwd_kernel", "_seg_grad_kernel", "_pair_kernel")
+                     "_prep_kernel", "_bwd_block_kernel", "_seg_fwd_kernel", "_seg_bwd_kernel", "_seg_grad_kernel", "_pair_kernel")
 _KINDS = (("attention (SDPA)", ("flash", "fmha", "cudnn", "attention")),
           ("matrix products", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "matmul")),
           ("convolution", ("conv",)),

@@ -1,5 +1,5 @@
-"""Tuning of the forward's per-block kernels (``_ut_a_kernel`` + ``_ut_kernel``, ``_prep_kernel``) and ``_seg_fwd_kernel``:
-time each shipped kernel at several warp counts and dot precisions in one GPU call.
+"""Tuning of the forward's per-block kernels (``_ut_a_kernel`` + ``_ut_kernel``, ``_prep_kernel``) and
+``_seg_fwd_kernel``: time each shipped kernel at several warp counts and dot precisions in one GPU call.
 
 History: v4's ``_prep_kernel`` took ~7 ms (bf16, B*T = 32768, H*D = 2048); an earlier version of this
 script timed copies of it with one stage off at a time, which showed that 8 warps (255 registers, one

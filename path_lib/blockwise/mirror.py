@@ -162,8 +162,9 @@ def ut(W: torch.Tensor, beta: torch.Tensor):
     """The UT transform of every block (``_ut_a_kernel``, then ``_ut_kernel``).
 
     ``A = strictLower(diag(beta) W W^T)`` (the first kernel), ``N = (I + A)^-1``, ``T = N diag(beta)``
-    (the second), so that the block's product is ``P = I - W^T T W``. The second kernel inverts the 16 x 16 diagonal blocks of ``I + A`` by
-    substitution and merges them; here one exact unit-triangular solve.
+    (the second), so that the block's product is ``P = I - W^T T W``. The second kernel inverts the
+    16 x 16 diagonal blocks of ``I + A`` by substitution and merges them; here one exact unit-triangular
+    solve.
 
     Args:
         W: ``[B, Hk, NB, BT, D]`` directions; beta: ``[B, Hk, NB, BT]``.
