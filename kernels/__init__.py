@@ -14,7 +14,9 @@
   segment, warps per kernel, stages per attention loop, splits, dtypes and precisions); ``device`` a
   ``torch.device`` or a :class:`DeviceInfo` (``H200``, ``A100``, ``SM86``, ``T4``, ``CPU``);
   ``blocking(T, D)`` its ``(block length, blocks per segment)`` on an H200; ``env_overrides()`` the
-  parsed ``PATH_KERNELS_*`` variables; ``fallback_state()`` what the out-of-resources fallback learnt.
+  parsed ``PATH_KERNELS_*`` variables; ``fallback_state()`` what the out-of-resources fallback learnt;
+  ``backward_slices(device, cfg, batch, key_heads)`` the batch slices the backward runs in (its float32
+  working buffers are per slice: a lower peak where the batch gives every launch enough programs).
 
 Runs on CUDA GPUs (bfloat16 needs compute capability >= 8.0) and, for CI, on the CPU under
 ``TRITON_INTERPRET=1`` in float32.
@@ -27,13 +29,13 @@ import re
 from pathlib import Path
 
 from ._path import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, FallbackState, KernelConfig, Overrides,
-                    Stages, Warps, env_overrides, fallback_state, kernel_config, path_attention,
+                    Stages, Warps, backward_slices, env_overrides, fallback_state, kernel_config, path_attention,
                     transform_keys_to_end)
 
 __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
            "VERIFIED_BY", "sources_sha256", "code_sha256", "code_text", "blocking", "kernel_config",
            "KernelConfig", "Warps", "Stages", "DeviceInfo", "H200", "A100", "SM86", "T4", "CPU", "Overrides",
-           "env_overrides", "FallbackState", "fallback_state", "TIMING_EQUIVALENT"]
+           "env_overrides", "FallbackState", "fallback_state", "backward_slices", "TIMING_EQUIVALENT"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
 #: point (25 of 25 cases: 2026-12-03, H200, torch 2.11, triton 3.6, commit fff7d61, kernels v21c) for the kernel

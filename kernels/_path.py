@@ -130,12 +130,15 @@ class Overrides:
     * ``split``: ``PATH_KERNELS_SPLIT="seg_split=32,key_rows=128"`` (keys ``SPLIT_KEYS``; 16, 32, 64, 128;
       column keys are capped at the head dim, row keys still have to tile the segments);
     * ``pad_d32``: ``PATH_KERNELS_PAD_D32=0/1`` (None: the default, on for compute capability 9.x);
+    * ``bwd_slices``: ``PATH_KERNELS_BWD_SLICES=n`` (a positive integer; None: :func:`backward_slices`'
+      rule), the batch slices the backward runs in (at most the batch);
     * ``sync``: ``PATH_KERNELS_SYNC=0/1`` (synchronize around every launch; read once, at import).
     """
     warps: Tuple[Tuple[str, int], ...] = ()
     stages: Tuple[Tuple[str, int], ...] = ()
     split: Tuple[Tuple[str, int], ...] = ()
     pad_d32: Optional[bool] = None
+    bwd_slices: Optional[int] = None
     sync: bool = False
     text: Tuple[Tuple[str, str], ...] = ()   # (variable, value) of every variable that is set
 
@@ -168,6 +171,12 @@ def env_overrides(environ=None) -> Overrides:
         out[field] = tuple(items.items())
         if spec.strip():
             text.append((var, spec))
+    spec = env.get("PATH_KERNELS_BWD_SLICES", "").strip()
+    if spec and not (spec.isdigit() and int(spec) >= 1):
+        raise ValueError(f"PATH_KERNELS_BWD_SLICES: expected a positive integer (or unset), got {spec!r}")
+    out["bwd_slices"] = int(spec) if spec else None
+    if spec:
+        text.append(("PATH_KERNELS_BWD_SLICES", spec))
     for var, field in _FLAG_VARS.items():
         spec = env.get(var, "").strip()
         if spec not in ("", "0", "1"):
@@ -183,7 +192,8 @@ def env_overrides(environ=None) -> Overrides:
 @dataclass(frozen=True)
 class DeviceInfo:
     """What the configuration reads off a device: its kind (``"cuda"`` or ``"cpu"``, the interpreter),
-    compute capability and opt-in shared memory per block (bytes). ``key`` names a real device (its
+    compute capability, opt-in shared memory per block (bytes) and multiprocessors (``sms``, read by
+    :func:`backward_slices`). ``key`` names a real device (its
     ``str``, e.g. ``"cuda:0"``) and is what the out-of-resources fallback state is kept under; a device
     described by hand (``H200``, ``A100``, ``T4``...) has none, so no fallback state applies to it."""
     kind: str
@@ -191,6 +201,7 @@ class DeviceInfo:
     smem: int = 0
     name: str = ""
     key: Optional[str] = None
+    sms: int = 0  # multiprocessors (0: not known; the backward then runs in one batch slice)
 
     @staticmethod
     def of(device) -> "DeviceInfo":
@@ -204,16 +215,16 @@ class DeviceInfo:
         smem = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
         cap = tuple(torch.cuda.get_device_capability(device))
         return DeviceInfo("cuda", (int(cap[0]), int(cap[1])), int(smem), str(getattr(props, "name", "")),
-                          str(device))
+                          str(device), int(getattr(props, "multi_processor_count", 0) or 0))
 
 
 # devices described by hand (opt-in shared memory per block, compute capability), for configurations
 # asked without the device: kernels.blocking, benchmarks/compile_check.py, path_lib/speed.py. Only the
 # H200 has run the kernels
-H200 = DeviceInfo("cuda", (9, 0), 232448, "H100 / H200")
-A100 = DeviceInfo("cuda", (8, 0), 166912, "A100")
+H200 = DeviceInfo("cuda", (9, 0), 232448, "H100 / H200", sms=132)
+A100 = DeviceInfo("cuda", (8, 0), 166912, "A100", sms=108)
 SM86 = DeviceInfo("cuda", (8, 6), 101376, "sm_86 / sm_89")
-T4 = DeviceInfo("cuda", (7, 5), 65536, "T4")
+T4 = DeviceInfo("cuda", (7, 5), 65536, "T4", sms=40)
 CPU = DeviceInfo("cpu", name="Triton interpreter")
 
 
@@ -793,9 +804,62 @@ def _forward_impl(q, k, v, w, beta, G, scale, cfg: KernelConfig):
     return o, saved
 
 
+# the backward's batch slices (v22): at least this many programs per multiprocessor in the narrowest
+# launches of a slice, and at most this many slices (past four the peak hardly falls: the saved factors
+# and the gradients of the inputs are full size)
+_BWD_PROGRAMS_PER_SM = 4
+_BWD_MAX_SLICES = 4
+
+
+def backward_slices(device, cfg: KernelConfig, batch: int, key_heads: int) -> int:
+    """The number of batch slices ``_backward_impl`` runs the backward in, for ``batch`` sequences of
+    ``key_heads`` key heads at configuration ``cfg`` on ``device`` (a ``torch.device`` or a
+    :class:`DeviceInfo`). Each slice takes its own float32 working buffers (about nine ``[b, T, Hq, D]``
+    tensors at the diagonal kernel), so slices lower the peak; each launch then has fewer programs.
+    The rule keeps the narrowest launches (the ``NS x b x Hk`` programs of the segment-sequential
+    kernels) at ``_BWD_PROGRAMS_PER_SM`` programs per multiprocessor or more:
+    ``min(_BWD_MAX_SLICES, batch, NS batch Hk // (4 SMs))``, at least 1 (1 where the multiprocessors are
+    not known, e.g. on the CPU interpreter). ``PATH_KERNELS_BWD_SLICES=n`` sets it (capped at ``batch``)."""
+    forced = env_overrides().bwd_slices
+    if forced is not None:
+        return max(1, min(forced, batch))
+    sms = DeviceInfo.of(device).sms
+    if sms <= 0:
+        return 1
+    wide = cfg.n_segments * batch * key_heads // (_BWD_PROGRAMS_PER_SM * sms)
+    return max(1, min(_BWD_MAX_SLICES, batch, wide))
+
+
 def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     """Backward kernels and the float32 segment chain at configuration ``cfg``; returns
-    (dq, dk, dv, dw, dbeta, dG)."""
+    (dq, dk, dv, dw, dbeta, dG). With more than one batch slice (:func:`backward_slices`, v22) the
+    gradients of the inputs are allocated first and each slice writes its rows of them; the same
+    kernels, the same results."""
+    q, k, v = saved[:3]
+    B, T, HQ, D = q.shape
+    HK = k.shape[2]
+    n = backward_slices(q.device, cfg, B, HK)
+    do = do.contiguous()
+    if n == 1:
+        return _backward_slice(saved, do, scale, cfg, has_g)
+    f32 = dict(dtype=torch.float32, device=q.device)
+    out = dict(dq=torch.empty_like(q), dk=torch.empty_like(k), dv=torch.empty_like(v),
+               dw=torch.empty(B, T, HK, D, **f32), db=torch.empty(B, T, HK, **f32),
+               dg=torch.zeros(B, HQ, T, **f32))
+    step = -(-B // n)
+    for b0 in range(0, B, step):
+        rows = slice(b0, min(B, b0 + step))
+        _backward_slice(tuple(None if x is None else x[rows] for x in saved), do[rows], scale, cfg, has_g,
+                        out={name: x[rows] for name, x in out.items()})
+    return (out["dq"], out["dk"], out["dv"], out["dw"], out["db"],
+            out["dg"].transpose(1, 2) if has_g else None)
+
+
+def _backward_slice(saved, do, scale, cfg: KernelConfig, has_g, out=None):
+    """The backward of the batch rows in ``saved`` and ``do`` (contiguous in the batch: slices of it are
+    views). Without ``out`` it allocates the gradients of the inputs when they are first written (the
+    peak of one slice); with ``out`` (views of the full gradients: dq, dk, dv, dw, db, dg zeroed) it
+    writes into them. Returns (dq, dk, dv, dw, dbeta, dG)."""
     kern = _triton()
     (q, k, v, wf, bf, Gh, o, lse, q0, TW, KA, KS, TM, MM, NM, RS, SEG, OM) = saved
     B, T, HQ, D = q.shape
@@ -803,7 +867,6 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     grp = HQ // HK
     BT, SB, NB, NS = _blocks_of(cfg, T)
     dev = q.device
-    do = do.contiguous()
     f32 = dict(dtype=torch.float32, device=dev)
     delta = torch.empty(B, HQ, T, **f32)  # do . o per query row
     _run(kern._delta_kernel, (NB, B * HQ), cfg.warps.delta, DO=do, O=o, DELTA=delta, T=T, HQ=HQ, D=D, BT=BT)
@@ -811,7 +874,7 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     # reads only their gradients), so that dKseg, dSeg and the chain's state are freed before the intra
     # and diagonal kernels take their buffers; the peak is the live buffers' sum at one launch
     dq0 = torch.empty(B, T, HQ, D, **f32)
-    dg = torch.zeros(B, HQ, T, **f32)
+    dg = torch.zeros(B, HQ, T, **f32) if out is None else out["dg"]
     dv = torch.empty(B, T, HQ, D, **f32)
     Garg = Gh if has_g else lse  # without a gate: any [B, HQ, T] (not read)
     # gradients flow through the transport matmuls of the backward: they are in the input dtype (bf16's
@@ -850,12 +913,13 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
         _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR), cfg.warps.seg_bwd,
              W=wf, UT_TW=TW, K_BLOCK_END=KA, DK_SEG_END=dks, DSEG_PROD=dseg,
              SEG_GRAD_STATE=XS, T=T, NB=NB, NS=NS, SB=SB, HK=HK, D=D, BT=BT, DR=DR, PREC=bprec)
+        del dseg  # read only by _seg_bwd_kernel (v22)
         # the chain's dK->, d(T W), dW added in place to the per-query-head gradients (v19)
         _run(kern._seg_grad_kernel, (NB, B * HK), cfg.warps.seg,
              W=wf, UT_TW=TW, DK_SEG_END=dks, SUFFIX_R=RS, SEG_GRAD_STATE=XS,
              DK_BLOCK_END=dka, DUT_TW=dtwq, DW=dw, T=T, NB=NB,
              HQ=HQ, HK=HK, D=D, BT=BT, DC=DR, PREC=bprec)
-        del XS, dks, dseg
+        del XS, dks
     else:  # single segment: every pair is inside the segment (intra kernel)
         dq0.zero_()
         dv.zero_()
@@ -870,7 +934,7 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     del scr
     # written once, by the diagonal kernel: allocated only now, when the intra kernel's scratch is
     # freed (v19)
-    dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev)
+    dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev) if out is None else out["dq"]
     dk = torch.empty(B, T, HQ, D, **f32)
     dt = torch.empty(B, HQ, NB, BT, BT, **f32)
     # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
@@ -880,10 +944,14 @@ def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     del dq0, wt, twt
     if grp > 1:
         dv = dv.view(B, T, HK, grp, D).sum(3)
-    dv = dv.to(v.dtype)                                                  # before the block kernel's outputs
-    dk_out = torch.empty_like(k)
-    dw_out = torch.empty(B, T, HK, D, **f32)
-    db_out = torch.empty(B, T, HK, **f32)
+    if out is None:
+        dv = dv.to(v.dtype)                                              # before the block kernel's outputs
+        dk_out = torch.empty_like(k)
+        dw_out = torch.empty(B, T, HK, D, **f32)
+        db_out = torch.empty(B, T, HK, **f32)
+    else:
+        dv = out["dv"].copy_(dv)
+        dk_out, dw_out, db_out = out["dk"], out["dw"], out["db"]
     _run(kern._bwd_block_kernel, (NB, B * HK), cfg.warps.block,
          K=k, W=wf, BETA=bf, UT_TW=TW, UT_T=TM, UT_M=MM, UT_N=NM,
          DK_BLOCK_END=dka, DK=dk, DW=dw, DUT_T=dt,

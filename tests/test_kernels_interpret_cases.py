@@ -187,6 +187,56 @@ def test_split_override_is_parsed_and_checked(monkeypatch):
             kp.path_attention(q, k, v, w, beta, g)
 
 
+@pytest.mark.parametrize("B,T,Hq,Hk,seg,slices", [
+    (3, 40, 2, 1, 2, 2),    # GQA, gate, two segments; uneven slices (2 + 1)
+    (4, 24, 2, 2, None, 4),  # one segment, one sequence per slice
+])
+def test_backward_in_batch_slices(B, T, Hq, Hk, seg, slices, monkeypatch):
+    """v22: the backward on batch slices (``PATH_KERNELS_BWD_SLICES``), each writing its rows of the
+    gradients: against the float64 reference, and equal bit for bit to the backward in one slice (the
+    same kernels on views of the same rows)."""
+    from path_lib.kernels import _path as kp
+    counts = []
+    real = kp._backward_slice
+    monkeypatch.setattr(kp, "_backward_slice", lambda saved, *a, **kw: (counts.append(saved[0].shape[0]),
+                                                                        real(saved, *a, **kw))[1])
+    monkeypatch.setenv("PATH_KERNELS_BWD_SLICES", str(slices))
+    _check_against_reference(B, T, Hq, Hk, 32, True, 16, seg, seed=300 + B)
+    step = -(-B // slices)
+    assert counts == [min(step, B - b0) for b0 in range(0, B, step)]     # (3, 2) -> [2, 1]; (4, 4) -> [1] * 4
+    ins = [x.requires_grad_() for x in _inputs(B, T, Hq, Hk, 32, True, seed=301)]
+    grads = {}
+    for n in (slices, 1):
+        monkeypatch.setenv("PATH_KERNELS_BWD_SLICES", str(n))
+        o = kp.path_attention(*ins, block_size=16, seg_blocks=seg)
+        grads[n] = torch.autograd.grad(o, ins, torch.ones_like(o))
+    for name, a, b in zip(["dq", "dk", "dv", "dw", "dbeta", "dg"], grads[slices], grads[1]):
+        assert torch.equal(a, b), name
+
+
+def test_backward_slices_rule_and_override(monkeypatch):
+    """The rule on an H200's 132 multiprocessors, bf16 (B * T = 32768, 2048 / D heads): the D = 64 cells
+    at T <= 16384 and D = 128 at T = 1024 are sliced, one slice where the narrowest launches would fall
+    under four programs per multiprocessor, or where the multiprocessors are unknown (the interpreter);
+    the override is capped at the batch and checked."""
+    from path_lib.kernels import _path as kp
+    monkeypatch.delenv("PATH_KERNELS_BWD_SLICES", raising=False)
+    got = {(D, T): kp.backward_slices(kp.H200, kp.kernel_config(kp.H200, torch.bfloat16, D, T),
+                                      max(1, 32768 // T), 2048 // D)
+           for D in (64, 128) for T in (1024, 4096, 16384, 65536)}
+    assert got == {(64, 1024): 4, (64, 4096): 4, (64, 16384): 2, (64, 65536): 1,
+                   (128, 1024): 3, (128, 4096): 1, (128, 16384): 1, (128, 65536): 1}
+    lm = kp.kernel_config(kp.H200, torch.bfloat16, 64, 4096)
+    assert kp.backward_slices(kp.H200, lm, 2, 12) == 1          # bench_lm_throughput's layer
+    assert kp.backward_slices("cpu", kp.kernel_config("cpu", torch.float32, 32, 64), 8, 4) == 1
+    monkeypatch.setenv("PATH_KERNELS_BWD_SLICES", "3")
+    assert kp.backward_slices(kp.H200, lm, 2, 12) == 2
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("PATH_KERNELS_BWD_SLICES", bad)
+        with pytest.raises(ValueError, match="PATH_KERNELS_BWD_SLICES"):
+            kp.env_overrides()
+
+
 def test_single_segment_skips_the_segment_kernels(monkeypatch):
     """One segment (NS == 1): no segment products are computed (v6: this is what lets fp16 at D = 128
     run on a T4's shared memory), and the results still match the reference."""
