@@ -38,12 +38,12 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
            "env_overrides", "FallbackState", "fallback_state", "backward_slices", "TIMING_EQUIVALENT"]
 
 #: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
-#: point (25 of 25 cases: 2026-12-03, H200, torch 2.11, triton 3.6, commit fff7d61, kernels v21c) for the kernel
+#: point (25 of 25 cases: 2026-12-03, H200, torch 2.11, triton 3.6, commit e5ff8a6, kernels v22) for the kernel
 #: code whose hash (:func:`code_sha256`) is ``_VERIFIED_CODE_SHA256``.
 VERIFIED_BY = "benchmarks/results/correctness_sweep.json"
-_VERIFIED_CODE_SHA256 = "9dca6e69cfbfdbac2b38c6de31855c787adbbad2ac6415890d481f26adf6e3f7"
+_VERIFIED_CODE_SHA256 = "3696a6b14276b0f141bdd3f4136089312237bea49b73abcab5b077dd4892c585"
 #: Earlier kernel code whose timings stand for the verified code: code hash -> why. Empty: the speed
-#: record (``benchmarks/results/bench_path.json``) timed the verified code itself (v21c, same commit).
+#: record (``benchmarks/results/bench_path.json``) timed the verified code itself (v22, same commit).
 TIMING_EQUIVALENT: dict = {}
 #: The files the gate hashes: the attention kernels, their launcher, and the fused pass that gives PaTH's
 #: layer its directions (which ``backend="auto"`` runs with them, so the sweep checks it too).
