@@ -29,8 +29,9 @@ import re
 from pathlib import Path
 
 from ._path import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, FallbackState, KernelConfig, Overrides,
-                    Stages, Warps, backward_slices, env_overrides, fallback_state, kernel_config, path_attention,
+                    Stages, Warps, env_overrides, fallback_state, kernel_config, path_attention,
                     transform_keys_to_end)
+from ._path import backward_slices as _backward_slices
 
 __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
            "VERIFIED_BY", "sources_sha256", "code_sha256", "code_text", "blocking", "kernel_config",
@@ -123,6 +124,32 @@ def code_sha256() -> str:
 #: then ``PaTHAttention(backend="auto")`` falls back to the blockwise PyTorch path with a warning on
 #: CUDA (``backend="triton"`` still asks for the kernels explicitly).
 GPU_VERIFIED = code_sha256() == _VERIFIED_CODE_SHA256
+
+
+def backward_slices(device, cfg: KernelConfig, batch: int, key_heads: int) -> int:
+    """The batch slices the backward of ``path_attention`` runs in for ``batch`` sequences of ``key_heads``
+    key heads at launch configuration ``cfg`` (:func:`kernel_config`) on ``device`` (a ``torch.device``,
+    its name, or a :class:`DeviceInfo` such as ``H200``): ``min(4, batch, NS * batch * key_heads //
+    (4 * multiprocessors))``, at least 1, or ``PATH_KERNELS_BWD_SLICES`` (benchmarks/DESIGN.md, "Batch
+    slices"). Raises ``TypeError`` / ``ValueError`` naming the argument for a bad one."""
+    import torch
+    if not isinstance(cfg, KernelConfig):
+        raise TypeError(f"backward_slices: cfg must be a KernelConfig (kernel_config(...)), got {type(cfg).__name__}")
+    for name, x in (("batch", batch), ("key_heads", key_heads)):
+        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+            raise ValueError(f"backward_slices: {name} must be a positive int, got {x!r}")
+    if not isinstance(device, (DeviceInfo, torch.device, str)):
+        raise TypeError(f"backward_slices: device must be a torch.device, a device name or a DeviceInfo, "
+                        f"got {type(device).__name__}")
+    if isinstance(device, str):
+        try:
+            device = torch.device(device)
+        except RuntimeError as e:
+            raise ValueError(f"backward_slices: device {device!r} is not a device name ({e})") from None
+    if isinstance(device, torch.device) and device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"backward_slices: device {str(device)!r} is CUDA, and CUDA is not available here "
+                         "(describe one by hand instead: H200, A100, T4)")
+    return _backward_slices(device, cfg, batch, key_heads)
 
 
 def blocking(T: int, D: int, dtype=None, *, forward_only: bool = False) -> tuple:

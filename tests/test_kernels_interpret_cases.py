@@ -235,6 +235,18 @@ def test_backward_slices_rule_and_override(monkeypatch):
         monkeypatch.setenv("PATH_KERNELS_BWD_SLICES", bad)
         with pytest.raises(ValueError, match="PATH_KERNELS_BWD_SLICES"):
             kp.env_overrides()
+    monkeypatch.delenv("PATH_KERNELS_BWD_SLICES")
+    import path_lib.kernels as pk
+    if torch.cuda.is_available():
+        assert pk.backward_slices("cuda:0", lm, 2, 12) >= 1
+    else:
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            pk.backward_slices("cuda:0", lm, 2, 12)
+    for args, exc, name in ((("cpu", None, 2, 2), TypeError, "cfg"), (("cpu", lm, 0, 2), ValueError, "batch"),
+                            (("cpu", lm, 2, 1.5), ValueError, "key_heads"), ((3, lm, 2, 2), TypeError, "device"),
+                            (("gpu!", lm, 2, 2), ValueError, "device")):
+        with pytest.raises(exc, match=name):
+            pk.backward_slices(*args)
 
 
 def test_single_segment_skips_the_segment_kernels(monkeypatch):
