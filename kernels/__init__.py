@@ -130,8 +130,8 @@ def backward_slices(device, cfg: KernelConfig, batch: int, key_heads: int) -> in
     """The batch slices the backward of ``path_attention`` runs in for ``batch`` sequences of ``key_heads``
     key heads at launch configuration ``cfg`` (:func:`kernel_config`) on ``device`` (a ``torch.device``,
     its name, or a :class:`DeviceInfo` such as ``H200``): ``min(4, batch, NS * batch * key_heads //
-    (4 * multiprocessors))``, at least 1, or ``PATH_KERNELS_BWD_SLICES`` (benchmarks/DESIGN.md, "Batch
-    slices"). Raises ``TypeError`` / ``ValueError`` naming the argument for a bad one."""
+    (4 * multiprocessors))``, at least 1, or ``PATH_KERNELS_BWD_SLICES``. Each slice takes its own float32
+    working buffers (a lower peak memory) and each launch fewer programs. Raises ``TypeError`` / ``ValueError`` naming the argument for a bad one."""
     import torch
     if not isinstance(cfg, KernelConfig):
         raise TypeError(f"backward_slices: cfg must be a KernelConfig (kernel_config(...)), got {type(cfg).__name__}")
