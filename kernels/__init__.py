@@ -131,7 +131,8 @@ def backward_slices(device, cfg: KernelConfig, batch: int, key_heads: int) -> in
     key heads at launch configuration ``cfg`` (:func:`kernel_config`) on ``device`` (a ``torch.device``,
     its name, or a :class:`DeviceInfo` such as ``H200``): ``min(4, batch, NS * batch * key_heads //
     (4 * multiprocessors))``, at least 1, or ``PATH_KERNELS_BWD_SLICES``. Each slice takes its own float32
-    working buffers (a lower peak memory) and each launch fewer programs. Raises ``TypeError`` / ``ValueError`` naming the argument for a bad one."""
+    working buffers (a lower peak memory) and each launch fewer programs. Raises ``TypeError`` /
+    ``ValueError`` naming the argument for a bad one."""
     import torch
     if not isinstance(cfg, KernelConfig):
         raise TypeError(f"backward_slices: cfg must be a KernelConfig (kernel_config(...)), got {type(cfg).__name__}")
