@@ -24,13 +24,17 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
 ``kernels/`` folder (the design keeps the three kinds of code apart in the tree); a wheel installs that
 folder as ``path_lib/kernels`` (``pyproject.toml``'s ``package-dir``), so no top-level module named
-``kernels`` is installed to collide with another distribution's (Hugging Face's ``kernels``). In a
-checkout, the finder below resolves ``path_lib.kernels`` to the ``kernels/`` folder.
+``kernels`` is installed to collide with another distribution's (Hugging Face's ``kernels``, which
+``transformers`` >= 5.25 requires and imports). In a checkout, the finders below resolve ``path_lib.kernels``
+to the ``kernels/`` folder, and the top-level name ``kernels`` to that other distribution even when the
+checkout's root is on ``sys.path`` (``python -m``, ``python -c`` or a notebook started there), where the
+folder would otherwise shadow it.
 
 Nothing outside ``path_lib/book`` imports ``path_lib.book`` (its IPython / yaml / matplotlib needs are the
 ``book`` extra); tests/test_layout.py checks the rules.
 """
 import importlib.abc as _abc
+import importlib.machinery as _machinery
 import importlib.util as _util
 import sys as _sys
 from pathlib import Path as _Path
@@ -48,9 +52,21 @@ class _CheckoutKernelsFinder(_abc.MetaPathFinder):
                                              submodule_search_locations=[str(_CHECKOUT_KERNELS)])
 
 
+class _TopLevelKernelsFinder(_abc.MetaPathFinder):
+    """``kernels`` -> the first ``kernels`` on ``sys.path`` outside the checkout's root (Hugging Face's), or
+    the default search (which then meets the folder's guard) when there is none."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "kernels" or path is not None:
+            return None
+        root = _CHECKOUT_KERNELS.parent
+        elsewhere = [p for p in _sys.path if isinstance(p, str) and _Path(p or ".").resolve() != root]
+        return _machinery.PathFinder.find_spec(name, elsewhere)
+
+
 if (not (_Path(__file__).resolve().parent / "kernels").is_dir() and (_CHECKOUT_KERNELS / "__init__.py").is_file()
         and not any(isinstance(f, _CheckoutKernelsFinder) for f in _sys.meta_path)):
-    _sys.meta_path.insert(0, _CheckoutKernelsFinder())
+    _sys.meta_path[:0] = [_CheckoutKernelsFinder(), _TopLevelKernelsFinder()]
 
 from .nn import rotations  # noqa: E402,F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
 from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,  # noqa: E402

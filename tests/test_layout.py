@@ -347,3 +347,35 @@ def test_the_kernels_are_path_lib_kernels_and_no_code_imports_a_top_level_kernel
     assert not bad, "\n".join(bad)
     import path_lib.kernels as kernels
     assert Path(kernels.__file__).resolve() == ROOT / "kernels" / "__init__.py" and kernels.__name__ == "path_lib.kernels"
+
+
+def _python_in_checkout_root(code: str, *flags: str):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, *flags, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_checkout_root_on_sys_path_does_not_shadow_hugging_faces_kernels():
+    """``python -c`` / ``python -m pytest`` in the checkout's root put the root on ``sys.path``, where the
+    folder ``kernels/`` would shadow Hugging Face's ``kernels`` (which ``transformers`` >= 5.25 imports when
+    ``PreTrainedModel`` loads): once ``path_lib`` is imported, the name goes to that distribution."""
+    importlib.util.find_spec("transformers") or pytest.skip("transformers is not installed")
+    run = _python_in_checkout_root(
+        "import path_lib, kernels, pathlib, sys\n"
+        "from transformers import PreTrainedModel\n"
+        "import path_lib.kernels as ours\n"
+        "print(pathlib.Path(kernels.__file__).resolve().parent)\n"
+        "print(pathlib.Path(ours.__file__).resolve().parent)\n"
+        "print(sys.modules['kernels'] is not ours)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    theirs, ours, distinct = run.stdout.split()
+    assert Path(ours) == ROOT / "kernels" and Path(theirs) != ROOT / "kernels" and distinct == "True"
+
+
+def test_the_kernels_folder_refuses_the_top_level_name_with_the_right_import():
+    """Without ``path_lib`` (no site-packages: ``python -S``), ``import kernels`` in the checkout's root
+    meets the folder itself, which says what to import instead of loading under a second name."""
+    run = _python_in_checkout_root("import sys; sys.path.insert(0, '.'); import kernels", "-S")
+    assert run.returncode != 0
+    assert "ImportError" in run.stderr and "import it as path_lib.kernels" in run.stderr

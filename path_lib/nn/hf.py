@@ -38,7 +38,9 @@ try:
         from transformers import PreTrainedConfig as _ConfigBase
     except ImportError:  # transformers 4.x
         from transformers import PretrainedConfig as _ConfigBase
-except ImportError as e:  # pragma: no cover - depends on the environment
+except ModuleNotFoundError as e:  # pragma: no cover - depends on the environment
+    if e.name != "transformers":
+        raise
     raise ImportError("path_lib.nn.hf needs transformers: pip install 'path-attention-book[hf]' "
                       "(or pip install transformers)") from e
 
