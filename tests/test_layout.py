@@ -16,6 +16,8 @@ import ast
 import importlib
 import json
 import pkgutil
+import subprocess
+import sys
 import tomllib
 import types
 from pathlib import Path
@@ -349,9 +351,8 @@ def test_the_kernels_are_path_lib_kernels_and_no_code_imports_a_top_level_kernel
     assert Path(kernels.__file__).resolve() == ROOT / "kernels" / "__init__.py" and kernels.__name__ == "path_lib.kernels"
 
 
-def _python_in_checkout_root(code: str, *flags: str):
-    import subprocess
-    import sys
+def _python_in_checkout_root(code: str, *flags: str) -> subprocess.CompletedProcess:
+    """``python FLAGS -c CODE`` run in the checkout's root (which ``-c`` puts on ``sys.path``)."""
     return subprocess.run([sys.executable, *flags, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
 
