@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decode-step speed of the Triton PaTH cache (kernels/decode.py) against SDPA's single-query attention
+"""Decode-step speed of the Triton PaTH cache (kernels/path_lib/kernels/decode.py) against SDPA's single-query attention
 over a cache of the same length and against the PyTorch cache, and the key store's precision.
 
     PYTHONPATH=. python3 benchmarks/bench_decode.py --tune --out benchmarks/results/bench_decode.json   # one GPU

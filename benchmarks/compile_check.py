@@ -29,7 +29,7 @@ from triton.compiler import ASTSource  # noqa: E402
 import path_lib.kernels._path as _path  # noqa: E402
 import path_lib.kernels._triton_kernels as K  # noqa: E402
 
-# what the single-segment mode launches besides the forward and block kernels (kernels/_path.py)
+# what the single-segment mode launches besides the forward and block kernels (kernels/path_lib/kernels/_path.py)
 SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_a_kernel", "_ut_kernel",
                           "_prep_kernel", "_bwd_block_kernel")
 SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GROUP="i32")
@@ -83,7 +83,7 @@ def device_for(arch, smem=None):
 
 
 def launch_config(arch, dtype, D, BT=None, smem=None):
-    """The launcher's ``KernelConfig`` (``kernels/_path.py:kernel_config``) on a device of this architecture,
+    """The launcher's ``KernelConfig`` (``kernels/path_lib/kernels/_path.py:kernel_config``) on a device of this architecture,
     at block length ``BT`` (default: what the device's shared memory gives at 64 / 32, i.e. 64 for half,
     32 for float32 on a big GPU; e.g. 32 / 16 for a T4's 64 KB), for a sequence of 16 segments of 16
     blocks (the rows per program of the shipped tables tile it)."""
@@ -93,7 +93,7 @@ def launch_config(arch, dtype, D, BT=None, smem=None):
 
 
 def configs(arch, dtype, D, BT=None, smem=None):
-    """The configuration kernels/_path.py picks on a device of this architecture (``launch_config``):
+    """The configuration kernels/path_lib/kernels/_path.py picks on a device of this architecture (``launch_config``):
     ``(BT, [(kernel, pointer dtypes by parameter, constexprs, num_warps, num_stages), ...])``."""
     cfg = launch_config(arch, dtype, D, BT, smem)
     BT, w, st = cfg.block, cfg.warps, cfg.stages

@@ -26,6 +26,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=$PWD:/tmp/site
 fi
 export PYTHONPATH=${PYTHONPATH:-$PWD}
+# path_lib.kernels lives in kernels/path_lib/kernels/: the editable install maps the name (no network needed)
+python3 -m pip install -q --no-deps --no-build-isolation -e . || { echo "run_device: pip install -e . failed" >&2; exit 1; }
 left() { echo $(( BUDGET - SECONDS )); }
 has() { [[ "$STEPS" == *",$1,"* ]]; }
 

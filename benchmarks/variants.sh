@@ -2,6 +2,7 @@
 # Compare kernel variants (git revisions and/or environment settings) per kernel, in one device call.
 #
 #   bash benchmarks/variants.sh prepare REV [REV ...]      # here: git archive each REV into .variants/REV
+#                                                          # (kernels at path_lib/kernels/, as a wheel installs them)
 #   # then on the device (device tool, carry: [".variants"]):
 #   bash benchmarks/variants.sh run "REV|ENV" ["REV|ENV" ...]
 #
@@ -22,6 +23,11 @@ case "$cmd" in
       rm -rf "$dir" && mkdir -p "$dir"
       git archive "$rev" kernels benchmarks/profile_parts.py benchmarks/bench_path.py path_lib \
         | tar -x -C "$dir" || exit 1
+      # the installed layout, so the copy imports without an install: path_lib/kernels/ (kernels/path_lib/kernels/
+      # in a checkout; kernels/ itself before 0.4)
+      if [ -d "$dir/kernels/path_lib/kernels" ]; then mv "$dir/kernels/path_lib/kernels" "$dir/path_lib/kernels"
+      else mv "$dir/kernels" "$dir/path_lib/kernels"; fi
+      rm -rf "$dir/kernels"
       touch "$dir/benchmarks/__init__.py"
       echo "$dir: $(git rev-parse --short "$rev")"
     done ;;
@@ -37,7 +43,8 @@ case "$cmd" in
       ( env $env_ python3 - "$dir" <<'PY' 2>&1 | grep -v -i warn | tail -n 2 ) &
 import sys
 sys.path.insert(0, sys.argv[1])
-import torch, kernels
+import torch
+import path_lib.kernels as kernels
 for D in (128, 64):
     H, T = 2048 // D, 1024
     g = torch.Generator(device="cuda").manual_seed(0)

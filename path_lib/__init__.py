@@ -22,58 +22,22 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
     (theory imports nothing of path_lib; reference.attention hands impl="blockwise" to blockwise.mirror)
 
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
-``kernels/`` folder (the design keeps the three kinds of code apart in the tree); a wheel installs that
-folder as ``path_lib/kernels`` (``pyproject.toml``'s ``package-dir``), so no top-level module named
-``kernels`` is installed to collide with another distribution's (Hugging Face's ``kernels``, which
-``transformers`` >= 5.25 requires and imports). In a checkout, the finders below resolve ``path_lib.kernels``
-to the ``kernels/`` folder, and the top-level name ``kernels`` to that other distribution even when the
-checkout's root is on ``sys.path`` (``python -m``, ``python -c`` or a notebook started there), where the
-folder would otherwise shadow it.
+``kernels/`` folder (the design keeps the three kinds of code apart in the tree), at its import path:
+``kernels/path_lib/kernels/``. ``kernels/`` itself is no package, so it never shadows another distribution's
+top-level ``kernels`` (Hugging Face's, which ``transformers`` >= 5.25 imports). ``pyproject.toml``'s
+``package-dir`` installs the folder as ``path_lib/kernels`` in a wheel; in a checkout, the editable install
+(``pip install -e .``, which ``make`` runs) maps the name to the folder, and static tools follow it with
+``kernels`` on their search path (``mypy_path``).
 
 Nothing outside ``path_lib/book`` imports ``path_lib.book`` (its IPython / yaml / matplotlib needs are the
 ``book`` extra); tests/test_layout.py checks the rules.
 """
-import importlib.abc as _abc
-import importlib.machinery as _machinery
-import importlib.util as _util
-import sys as _sys
-from pathlib import Path as _Path
-
-_CHECKOUT_KERNELS = _Path(__file__).resolve().parent.parent / "kernels"
-
-
-class _CheckoutKernelsFinder(_abc.MetaPathFinder):
-    """``path_lib.kernels`` -> the checkout's ``kernels/`` folder (installed wheels have the real subpackage)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "path_lib.kernels":
-            return None
-        return _util.spec_from_file_location(name, _CHECKOUT_KERNELS / "__init__.py",
-                                             submodule_search_locations=[str(_CHECKOUT_KERNELS)])
-
-
-class _TopLevelKernelsFinder(_abc.MetaPathFinder):
-    """``kernels`` -> the first ``kernels`` on ``sys.path`` outside the checkout's root (Hugging Face's), or
-    the default search (which then meets the folder's guard) when there is none."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "kernels" or path is not None:
-            return None
-        root = _CHECKOUT_KERNELS.parent
-        elsewhere = [p for p in _sys.path if isinstance(p, str) and _Path(p or ".").resolve() != root]
-        return _machinery.PathFinder.find_spec(name, elsewhere)
-
-
-if (not (_Path(__file__).resolve().parent / "kernels").is_dir() and (_CHECKOUT_KERNELS / "__init__.py").is_file()
-        and not any(isinstance(f, _CheckoutKernelsFinder) for f in _sys.meta_path)):
-    _sys.meta_path[:0] = [_CheckoutKernelsFinder(), _TopLevelKernelsFinder()]
-
-from .nn import rotations  # noqa: E402,F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
-from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,  # noqa: E402
+from .nn import rotations  # noqa: F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
+from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,
                         SBAAttention, make_attention)
-from .nn.model import TinyLM  # noqa: E402
-from .reference.attention import path_attention  # noqa: E402
-from .reference.householder import householder, householder_product, ut_transform  # noqa: E402
+from .nn.model import TinyLM
+from .reference.attention import path_attention
+from .reference.householder import householder, householder_product, ut_transform
 
 __version__ = "0.3.0"
 __all__ = [

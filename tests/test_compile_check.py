@@ -1,5 +1,5 @@
 """benchmarks/compile_check.py compiles each kernel at the configuration the launcher would pick on a
-given architecture; it asks kernels/_path.py (``kernel_config``) for the warps, stages and splits
+given architecture; it asks kernels/path_lib/kernels/_path.py (``kernel_config``) for the warps, stages and splits
 instead of keeping a copy."""
 import inspect
 import sys

@@ -1,4 +1,4 @@
-"""The Triton decoding cache (kernels/decode.py) against the PyTorch cache (path_lib.decoding.PaTHCache,
+"""The Triton decoding cache (kernels/path_lib/kernels/decode.py) against the PyTorch cache (path_lib.decoding.PaTHCache,
 float64) on fresh random inputs: outputs at every step and the keys moved to the current position, with
 deferred updates flushed at different periods, several splits of the cache, grouped-query heads, the
 forget gate, a prefilled prompt with left padding, padding while decoding, beam reordering and growth.

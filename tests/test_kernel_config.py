@@ -1,5 +1,5 @@
 """The launch configuration (``path_lib.kernels.kernel_config`` -> ``path_lib.kernels.KernelConfig``) chooses exactly what
-the launcher chose before it was one object: the functions of ``kernels/_path.py`` as of the v16 sweep
+the launcher chose before it was one object: the functions of ``kernels/path_lib/kernels/_path.py`` as of the v16 sweep
 (commit 967fe53: ``_config``, ``_aux_warps``, ``_stages``, ``_rows`` and the split functions,
 ``_dtypes``, ``_block_prec``, ``_fp32_prec``, with their tables) are copied below as the oracle, and the
 builder must agree with them field by field on a grid of devices (an H200, an A100, an sm_86 and a T4,
@@ -26,7 +26,7 @@ from path_lib.kernels import _path as kp
 
 
 # ------------------------------------------------------------------------------------------------
-# the oracle: the configuration functions of kernels/_path.py at commit 967fe53, unchanged but for
+# the oracle: the configuration functions of kernels/path_lib/kernels/_path.py at commit 967fe53, unchanged but for
 # (a) the process-global fallback state passed in (``_MAX_BT``, ``_ONE_SEGMENT``), (b) ``_dtypes``
 # returning Triton dtype names instead of Triton dtypes (so that this file needs no triton)
 # ------------------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def test_bf16_rejected_before_sm80():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_teaching_kernel(dtype):
-    """kernels/teaching.py (forward only, same heads, no gate) against the float64 UT all-pairs form,
+    """kernels/path_lib/kernels/teaching.py (forward only, same heads, no gate) against the float64 UT all-pairs form,
     at a ragged length (1000 tokens: the last 16-token block has 8)."""
     if dtype == torch.bfloat16 and not BF16:
         pytest.skip("bfloat16 needs compute capability >= 8.0")

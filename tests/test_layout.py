@@ -42,17 +42,18 @@ def module_name(path: Path) -> Tuple[Optional[str], bool]:
     rel = path.resolve().relative_to(ROOT).with_suffix("")
     if rel.parts[0] not in ("path_lib", "kernels"):
         return None, False
-    parts = ("path_lib",) + rel.parts if rel.parts[0] == "kernels" else rel.parts    # kernels/ is path_lib.kernels
+    parts = rel.parts[1:] if rel.parts[0] == "kernels" else rel.parts    # kernels/ holds path_lib/kernels/
     if rel.name == "__init__":
         return ".".join(parts[:-1]), True
     return ".".join(parts), False
 
 
 def _source_dir(dotted: str) -> Path:
-    """The folder or file stem of a dotted name in this repository (``path_lib.kernels`` is ``kernels/``)."""
+    """The folder or file stem of a dotted name in this repository (``path_lib.kernels`` lives in
+    ``kernels/path_lib/kernels/``)."""
     parts = dotted.split(".")
     if parts[:2] == ["path_lib", "kernels"]:
-        parts = parts[1:]
+        parts = ["kernels"] + parts
     return ROOT.joinpath(*parts)
 
 
@@ -336,19 +337,33 @@ def test_public_api_is_reexported():
 
 
 def test_the_kernels_are_path_lib_kernels_and_no_code_imports_a_top_level_kernels():
-    """The kernels' folder installs as ``path_lib.kernels`` (a top-level ``kernels`` would collide with
-    Hugging Face's ``kernels`` distribution); importing it as ``kernels`` in a checkout would load a
-    second copy of the same files, so no code does."""
+    """The kernels' folder holds ``path_lib.kernels`` at its import path and installs under that name (a
+    top-level ``kernels`` would collide with Hugging Face's ``kernels`` distribution); ``kernels/`` is no
+    package, and no code imports a top-level ``kernels``."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert project["tool"]["setuptools"]["package-dir"] == {"path_lib.kernels": "kernels"}
+    assert project["tool"]["setuptools"]["package-dir"] == {"path_lib.kernels": "kernels/path_lib/kernels"}
     assert "kernels" not in project["tool"]["setuptools"]["packages"]
+    assert not (ROOT / "kernels" / "__init__.py").exists() and not (ROOT / "kernels" / "path_lib" / "__init__.py").exists()
     sources = [(p, p.read_text()) for p in _files(".py")] + [(p, notebook_code(p)) for p in _files(".ipynb")]
     bad = [f"{p.relative_to(ROOT)}: line {line}" for p, src in sources
            for line, target in imported_modules(src, *(module_name(p) if p.suffix == ".py" else (None, False)))
            if target == "kernels" or target.startswith("kernels.")]
     assert not bad, "\n".join(bad)
     import path_lib.kernels as kernels
-    assert Path(kernels.__file__).resolve() == ROOT / "kernels" / "__init__.py" and kernels.__name__ == "path_lib.kernels"
+    assert Path(kernels.__file__).resolve() == ROOT / "kernels" / "path_lib" / "kernels" / "__init__.py"
+    assert kernels.__name__ == "path_lib.kernels"
+
+
+def test_path_lib_installs_no_import_machinery():
+    """``path_lib`` resolves its kernels through the installed package layout alone: importing it adds no
+    finder to ``sys.meta_path`` and no entry to ``sys.path``."""
+    run = _python_in_checkout_root(
+        "import sys\n"
+        "before = (list(sys.meta_path), list(sys.path))\n"
+        "import path_lib, path_lib.kernels, path_lib.nn.layers\n"
+        "print(before == (list(sys.meta_path), list(sys.path)))")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "True"
 
 
 def _python_in_checkout_root(code: str, *flags: str) -> subprocess.CompletedProcess:
@@ -358,12 +373,12 @@ def _python_in_checkout_root(code: str, *flags: str) -> subprocess.CompletedProc
 
 
 def test_the_checkout_root_on_sys_path_does_not_shadow_hugging_faces_kernels():
-    """``python -c`` / ``python -m pytest`` in the checkout's root put the root on ``sys.path``, where the
-    folder ``kernels/`` would shadow Hugging Face's ``kernels`` (which ``transformers`` >= 5.25 imports when
-    ``PreTrainedModel`` loads): once ``path_lib`` is imported, the name goes to that distribution."""
+    """``python -c`` / ``python -m pytest`` in the checkout's root put the root on ``sys.path``; the folder
+    ``kernels/`` is no package, so ``import kernels`` still reaches Hugging Face's distribution (which
+    ``transformers`` >= 5.25 imports when ``PreTrainedModel`` loads), before or after ``path_lib``."""
     importlib.util.find_spec("transformers") or pytest.skip("transformers is not installed")
     run = _python_in_checkout_root(
-        "import path_lib, kernels, pathlib, sys\n"
+        "import kernels, path_lib, pathlib, sys\n"
         "from transformers import PreTrainedModel\n"
         "import path_lib.kernels as ours\n"
         "print(pathlib.Path(kernels.__file__).resolve().parent)\n"
@@ -371,12 +386,5 @@ def test_the_checkout_root_on_sys_path_does_not_shadow_hugging_faces_kernels():
         "print(sys.modules['kernels'] is not ours)")
     assert run.returncode == 0, run.stderr[-2000:]
     theirs, ours, distinct = run.stdout.split()
-    assert Path(ours) == ROOT / "kernels" and Path(theirs) != ROOT / "kernels" and distinct == "True"
-
-
-def test_the_kernels_folder_refuses_the_top_level_name_with_the_right_import():
-    """Without ``path_lib`` (no site-packages: ``python -S``), ``import kernels`` in the checkout's root
-    meets the folder itself, which says what to import instead of loading under a second name."""
-    run = _python_in_checkout_root("import sys; sys.path.insert(0, '.'); import kernels", "-S")
-    assert run.returncode != 0
-    assert "ImportError" in run.stderr and "import it as path_lib.kernels" in run.stderr
+    assert Path(ours) == ROOT / "kernels" / "path_lib" / "kernels" and not Path(theirs).is_relative_to(ROOT / "kernels")
+    assert distinct == "True"

@@ -1,4 +1,4 @@
-"""The fused short convolution (kernels/short_conv.py): w = L2norm(SiLU(causal depthwise conv(u))).
+"""The fused short convolution (kernels/path_lib/kernels/short_conv.py): w = L2norm(SiLU(causal depthwise conv(u))).
 
 Forward and both gradients against the float64 PyTorch map (``path_lib.reference.short_conv.short_conv_normalize_torch``) on fresh
 random inputs: ragged last blocks, both normalisations and their epsilon branch, ``left_context``, one

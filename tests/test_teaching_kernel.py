@@ -1,4 +1,4 @@
-"""The teaching kernel (kernels/teaching.py) on the CPU under Triton's interpreter: outputs against the
+"""The teaching kernel (kernels/path_lib/kernels/teaching.py) on the CPU under Triton's interpreter: outputs against the
 float64 ground truth ``path_attention(impl="explicit")`` on fresh random inputs, ragged last blocks
 included, and the input checks.
 

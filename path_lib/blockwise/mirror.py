@@ -8,7 +8,7 @@ optionally the same split of the earlier segments onto ``FR``-row tiles. It comp
 float64 ``q`` and in float32 otherwise, and it is differentiable by autograd in every input.
 ``path_attention(impl="blockwise")`` runs it.
 
-Notation (row-vector convention, as in ``kernels/_triton_kernels.py``). Block ``b`` holds ``BT``
+Notation (row-vector convention, as in ``kernels/path_lib/kernels/_triton_kernels.py``). Block ``b`` holds ``BT``
 tokens with directions ``W_b`` (rows) and strengths ``beta_b``; its transforms multiply to
 ``P_b = I - W_b^T T_b W_b`` with the UT matrix ``T_b = N diag(beta)``, ``N = (I + A)^-1``,
 ``A = strictLower(diag(beta) W W^T)``.
@@ -35,7 +35,7 @@ The forward, in launch order (:func:`forward`):
    against ``Kseg``, its blocks left to right), unless the forward is split (``FR > BT``), where
    :func:`fwd_inter` continues the online softmax over the earlier segments on ``FR``-row tiles.
 
-Mapping, mirror function -> kernel (``kernels/_path.py`` and ``kernels/_triton_kernels.py``):
+Mapping, mirror function -> kernel (``kernels/path_lib/kernels/_path.py`` and ``kernels/path_lib/kernels/_triton_kernels.py``):
 
 =============================  ===========================================  =====================================
 mirror (this module)           kernel                                       computes

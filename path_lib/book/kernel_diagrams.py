@@ -7,7 +7,7 @@
     fig = segment_figure(1024, 64, 4)             # blocks, segments and what is precomputed for them
 
 Tile classification (``tile_phases``), for query block ``c`` and key block ``b <= c`` of the forward
-in ``kernels/_triton_kernels.py``, with ``SB`` blocks per segment and ``ks = c // SB`` the query's
+in ``kernels/path_lib/kernels/_triton_kernels.py``, with ``SB`` blocks per segment and ``ks = c // SB`` the query's
 segment:
 
 * ``DIAGONAL`` (``b == c``): ``_fwd_kernel``, the intra-block UT form;
@@ -17,7 +17,7 @@ segment:
   with 16-bit inputs, else ``_earlier_segments`` inside ``_fwd_kernel``).
 
 ``SB=None`` means one segment for the whole sequence: the blockwise scan of chapter 6, which is what
-the teaching kernel (``kernels/teaching.py``) runs. Every drawing function returns a
+the teaching kernel (``kernels/path_lib/kernels/teaching.py``) runs. Every drawing function returns a
 ``matplotlib.figure.Figure`` and never calls ``plt.show``.
 """
 from __future__ import annotations

@@ -530,7 +530,7 @@ PHASE_GROUPS = {
     "other": ("other",),
 }
 
-#: Triton kernel name -> phase, this book's kernels (``kernels/_triton_kernels.py``) and fla-core 0.6's.
+#: Triton kernel name -> phase, this book's kernels (``kernels/path_lib/kernels/_triton_kernels.py``) and fla-core 0.6's.
 #: fla's per-chunk preprocessing also computes the diagonal block's attention; the backward's
 #: ``delta = do . o`` (one number per query row) is grouped with the query side.
 KERNEL_PHASES = {

@@ -23,13 +23,6 @@ Runs on CUDA GPUs (bfloat16 needs compute capability >= 8.0) and, for CI, on the
 """
 from __future__ import annotations
 
-if __name__ == "kernels":
-    # Reached only through a checkout's root on sys.path with path_lib not yet imported (path_lib's finder
-    # then hands the name to Hugging Face's kernels, the distribution that owns it).
-    raise ImportError("the folder kernels/ of this checkout is the package path_lib.kernels: import it as "
-                      "path_lib.kernels (the top-level name 'kernels' is Hugging Face's kernels distribution; "
-                      "import path_lib first, or start Python outside the checkout's root)")
-
 import hashlib
 import os
 import re
