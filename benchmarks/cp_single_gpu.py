@@ -91,7 +91,7 @@ def time_ms(fn, xs, do, reps=5):
 
 def check_case(name, spec, dtype, gen, device="cuda", timing=True):
     import path_lib.kernels as kernels
-    from path_lib.reference.attention import path_attention
+    from path_lib.impl import path_attention
     from path_lib.distributed import chunked_path_attention, context_parallel_path_attention
     xs = inputs(**spec, dtype=dtype, gen=gen, dev=device)
     do = torch.randn(*xs[0].shape, generator=gen, device=device).to(dtype)

@@ -42,9 +42,12 @@ PATH_MODELS = ("path", "path_fox")
 
 
 def pick_path_backend(device: str, head_dims=(32, 64, 128)) -> str:
-    """'triton' if the kernels import, say they are available and agree with the reference
-    (forward and backward) on a small random problem at every head dim the runs use; else 'blockwise'."""
-    if device != "cuda":
+    """'triton' where :func:`path_lib.impl.resolve_backend` picks the kernels for ``"auto"`` at every head dim
+    the runs use and they agree with the reference (forward and backward) on a small random problem;
+    else 'blockwise'."""
+    from path_lib.impl import resolve_backend
+    import torch
+    if any(resolve_backend("auto", device=device, dtype=torch.float32, head_dim=D) != "triton" for D in head_dims):
         return "blockwise"
     return "triton" if all(_kernel_ok(D) for D in head_dims) else "blockwise"
 
@@ -53,9 +56,7 @@ def _kernel_ok(D: int) -> bool:
     try:
         import torch
         import path_lib.kernels as kernels
-        if not (callable(getattr(kernels, "is_available", None)) and kernels.is_available()):
-            return False
-        from path_lib.reference.attention import path_attention
+        from path_lib.impl import path_attention
         from path_lib.reference.householder import normalize
         g = torch.Generator(device="cuda").manual_seed(0)
         B, T, H = 2, 128, 2

@@ -5,6 +5,7 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
     path_lib/
       __init__.py     the public API below
       validation.py   the argument checks every public entry point (and kernels/) uses
+      impl.py         path_attention over every implementation, and the one rule that picks the backend
       reference/      float64 references: householder (products, UT transform, boundary adjustments),
                       attention (path_attention explicit / parallel, NoPE / RoPE / ALiBi / FoX), sba
       blockwise/      mirror: the Triton kernels' algorithm in plain PyTorch (impl="blockwise");
@@ -18,8 +19,8 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
-    book -> experiments -> nn -> decoding, distributed, kernels -> reference / blockwise -> validation
-    (theory imports nothing of path_lib; reference.attention hands impl="blockwise" to blockwise.mirror)
+    book -> experiments -> nn, distributed -> impl -> decoding, kernels -> reference / blockwise -> validation
+    (theory imports nothing of path_lib; the references only compute, impl chooses)
 
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
 ``kernels/`` folder (the design keeps the three kinds of code apart in the tree), at its import path:
@@ -36,7 +37,7 @@ from .nn import rotations  # noqa: F401  registers the rotation variants ("tok_r
 from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,
                         SBAAttention, make_attention)
 from .nn.model import TinyLM
-from .reference.attention import path_attention
+from .impl import path_attention
 from .reference.householder import householder, householder_product, ut_transform
 
 __version__ = "0.3.0"

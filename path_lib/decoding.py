@@ -20,7 +20,7 @@ import torch
 from .validation import (PARAM_DTYPES, dtype_name, check_block_size, check_bool,
                          check_finite, check_int, check_path_params, check_qkv, check_scale,
                          check_step_values, check_tensor)
-from .reference.attention import path_attention
+from .blockwise.mirror import blockwise_path_attention
 from .reference.householder import _block_product, _boundary_adjusted_keys, _ut_transform
 
 __all__ = ["PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"]
@@ -355,8 +355,7 @@ def prefill(q, k, v, w, beta, g=None, *, scale=None, block_size: int = 64, check
     check_block_size(block_size)
     scale = check_scale(scale, D)
     # everything is checked: skip the second round of value checks (device syncs)
-    o = path_attention(q, k, v, w, beta, g, scale=scale, impl="blockwise", block_size=block_size,
-                       check_values=False)
+    o = blockwise_path_attention(q, k, v, w, beta, g, scale=scale, block_size=block_size, check_values=False)
     dt = _compute_dtype(q)
     k_end = keys_to_end(k, w, beta, block_size=block_size, check_values=False)
     return o, PaTHCache._from_prefix(k_end, v, g, Hq, dtype=dt)
@@ -365,7 +364,7 @@ def prefill(q, k, v, w, beta, g=None, *, scale=None, block_size: int = 64, check
 def decode_path_attention(q, k, v, w, beta, g=None, *, scale=None) -> torch.Tensor:
     """PaTH attention computed token by token through a :class:`PaTHCache`.
 
-    Same arguments and result as :func:`path_lib.reference.attention.path_attention`: ``[B, T, Hq, Dv]``
+    Same arguments and result as :func:`path_lib.path_attention`: ``[B, T, Hq, Dv]``
     (computed in float64 for float64 q, else float32, like it).
     """
     B, T, Hq, Hk, D = check_qkv(q, k, v)

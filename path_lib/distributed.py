@@ -76,6 +76,7 @@ from typing import Dict, Optional
 
 import torch
 
+from .impl import resolve_backend
 from .validation import (check_block_size, check_bool, check_choice, check_int, check_path_params, check_qkv,
                          check_scale, dtype_name as _name_dtype)
 from .reference.householder import (_block_product, _boundary_adjusted_keys, _boundary_adjusted_queries,
@@ -240,24 +241,21 @@ def _unpack(flat, B, L, Hq, Hk, D, Dv, gate):
 # ----------------------------------------------------------------------------------------------
 
 def _resolve_impl(impl: str, q: torch.Tensor, v: torch.Tensor) -> str:
-    """``"blockwise"`` or ``"triton"`` for ``impl`` (one of ``CP_IMPLS``) on these inputs; a named error
+    """``"blockwise"`` or ``"triton"`` for ``impl`` (one of ``CP_IMPLS``) on these inputs, by
+    :func:`path_lib.impl.resolve_backend` with the chunk's own reason against the kernels; a named error
     when ``"triton"`` is asked for and the kernels cannot run them."""
     check_choice(impl, "impl", CP_IMPLS)
-    if impl == "blockwise" or (impl == "auto" and not q.is_cuda):
+    if impl == "blockwise":
         return "blockwise"
-    try:
-        import path_lib.kernels as kernels
-        from path_lib.kernels.context import chunk_unfit
-    except ImportError as e:
-        if impl == "triton":
-            raise ValueError(f"impl='triton': the kernels cannot be imported ({e})") from e
-        return "blockwise"
-    why = chunk_unfit(q, v)
-    if impl == "triton":
-        if why:
-            raise ValueError(f"impl='triton': {why}; use impl='blockwise'")
-        return "triton"
-    return "triton" if why is None and kernels.GPU_VERIFIED else "blockwise"
+    unfit = None
+    if impl == "triton" or q.is_cuda:
+        try:
+            from path_lib.kernels.context import chunk_unfit
+        except ImportError:
+            pass                                          # resolve_backend names the import failure
+        else:
+            unfit = chunk_unfit(q, v)
+    return resolve_backend(impl, device=q.device, dtype=q.dtype, head_dim=q.shape[-1], unfit=unfit, name="impl")
 
 
 def _doubling_scan(A: torch.Tensor, suffix: bool) -> torch.Tensor:
@@ -803,7 +801,7 @@ def self_check_rank(rank: int, world_size: int, *, chunk_len: int = 6, n_heads: 
     output and all gradients), "errors" (per tensor), "seconds" (the call with its backward),
     "sent_numbers" (this rank's summary), "seq_len"}``."""
     import time
-    from .reference.attention import path_attention
+    from .impl import path_attention
     gen = torch.Generator().manual_seed(seed)
     B, L, T = 1, chunk_len, chunk_len * world_size
     f64 = dict(generator=gen, dtype=torch.float64)

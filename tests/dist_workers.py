@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import random_path_inputs  # noqa: E402
-from path_lib.reference.attention import path_attention  # noqa: E402
+from path_lib.impl import path_attention  # noqa: E402
 from path_lib.distributed import context_parallel_path_attention  # noqa: E402
 
 NAMES = ("q", "k", "v", "w", "beta", "g")

@@ -6,8 +6,9 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from helpers import numpy_path_attention, random_path_inputs
+from path_lib.impl import path_attention
 from path_lib.reference.attention import (alibi_attention, alibi_slopes, apply_rope, fox_attention,
-                                          path_attention, path_logits, rope_attention, softmax_attention)
+                                          path_logits, rope_attention, softmax_attention)
 
 IMPLS = ("explicit", "parallel", "blockwise")
 

@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from helpers import random_path_inputs
-from path_lib.reference.attention import path_attention, path_logits
+from path_lib.impl import path_attention
+from path_lib.reference.attention import path_logits
 from path_lib.blockwise.mirror import LOG2E, blockwise_path_attention, forward, gate_cumsum
 from path_lib.reference.householder import householder_product
 

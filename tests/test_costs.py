@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from path_lib.theory import costs
-from path_lib.reference.attention import path_attention
+from path_lib.impl import path_attention
 from path_lib.decoding import PaTHCache
 from path_lib.reference.householder import (boundary_adjusted_keys, normalize, ut_transform)
 

@@ -37,7 +37,7 @@ def test_chunked_kernel_path_matches_explicit(B, T, Hq, Hk, gate, n_chunks, bloc
     """``block`` is the summary's block length (chunks of 14 in blocks of 6: a ragged last block; 24 in
     blocks of 8: three whole blocks), not the kernels' own."""
     from path_lib.distributed import chunked_path_attention
-    from path_lib.reference.attention import path_attention
+    from path_lib.impl import path_attention
     full = random_path_inputs(B=B, T=T, Hq=Hq, Hk=Hk, D=32, gate=gate, requires_grad=True)
     cot = torch.randn(B, T, Hq, 32, dtype=torch.float64)
     ref = path_attention(*full, impl="explicit")
@@ -82,7 +82,7 @@ def test_float64_parameters_run_on_the_kernel_path():
     """float64 w, beta, g with float32 q, k, v (allowed by the public checks) are cast to the kernels' float32
     and their gradients come back in float64."""
     from path_lib.distributed import chunked_path_attention
-    from path_lib.reference.attention import path_attention
+    from path_lib.impl import path_attention
     full = random_path_inputs(B=1, T=24, Hq=2, D=32, gate=True)
     q, k, v = (x.float() for x in full[:3])
     w, beta, g = (x.clone().requires_grad_() for x in full[3:])

@@ -4,7 +4,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from helpers import numpy_path_attention, random_path_inputs
-from path_lib.reference.attention import path_attention
+from path_lib.impl import path_attention
 from path_lib.decoding import PaTHCache, decode_path_attention, keys_to_end, prefill
 from path_lib.reference.householder import householder_product
 from path_lib.nn.layers import ATTENTION_LAYERS, PaTHAttention, make_attention

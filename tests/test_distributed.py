@@ -9,7 +9,7 @@ import torch
 
 import dist_workers
 from helpers import random_path_inputs
-from path_lib.reference.attention import path_attention
+from path_lib.impl import path_attention
 from path_lib.distributed import (chunked_path_attention, context_parallel_costs,
                                   context_parallel_path_attention, run_gloo_group, self_check_rank,
                                   summary_numel)

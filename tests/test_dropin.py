@@ -8,7 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers import random_path_inputs
 from path_lib.validation import values_checked
-from path_lib.reference.attention import path_attention
+from path_lib.impl import path_attention
 from path_lib.nn.cache import StateCache
 from path_lib.decoding import PaTHCache, prefill
 from path_lib.nn.layers import PaTHAttention

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 pytest.importorskip("transformers")
 
-from path_lib.reference.attention import path_attention  # noqa: E402
+from path_lib.impl import path_attention  # noqa: E402
 from path_lib.nn.hf import (PaTHConfig, PaTHDynamicCache, PaTHForCausalLM, from_fla_state_dict,  # noqa: E402
                          path_attention_from_fla)
 

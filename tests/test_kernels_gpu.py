@@ -59,7 +59,7 @@ def test_teaching_kernel(dtype):
     if dtype == torch.bfloat16 and not BF16:
         pytest.skip("bfloat16 needs compute capability >= 8.0")
     from path_lib.kernels.teaching import teaching_path_attention
-    from path_lib.reference.attention import path_attention
+    from path_lib.impl import path_attention
     gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
     B, T, H, D = 2, 1000, 4, 64
     q, k, v = (torch.randn(B, T, H, D, device="cuda", generator=gen).to(dtype) for _ in range(3))

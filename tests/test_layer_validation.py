@@ -236,18 +236,19 @@ def test_generate_greedy_and_sampled_still_work(kind):
 
 def test_auto_backend_warns_once_when_it_falls_back_on_cuda(monkeypatch):
     """backend="auto" on a CUDA tensor with unverified kernels runs the blockwise path and says so once
-    (a CUDA tensor is faked: only ``is_cuda`` is read on this path)."""
+    (a CUDA tensor is faked: only its device and dtype are read on this path)."""
     import warnings
 
     import path_lib.kernels as kernels
+    from path_lib import impl
     from path_lib.nn import layers
 
     class FakeCuda:
-        is_cuda = True
+        is_cuda, device, dtype = True, torch.device("cuda"), torch.bfloat16
 
     layer = layers.PaTHAttention(64, 2, backend="auto")
     monkeypatch.setattr(kernels, "GPU_VERIFIED", False)
-    monkeypatch.setattr(layers, "_FALLBACK_WARNED", False)
+    monkeypatch.setattr(impl, "_FALLBACK_WARNED", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert layer._resolve_backend(FakeCuda()) == "blockwise"

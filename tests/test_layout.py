@@ -5,8 +5,8 @@
   extra), the library does not.
 * A private module (``path_lib.<...>._name``) is imported only from inside its own subpackage, by any
   code of the repository (library, kernels, tests, benchmarks, experiments, scripts, chapters).
-* Imports point down the layers: book -> experiments -> nn -> decoding / kernels -> reference / blockwise
-  -> validation (theory, like validation, imports nothing of path_lib).
+* Imports point down the layers: book -> experiments -> nn, distributed -> impl -> decoding / kernels -> blockwise -> reference
+  -> reference -> validation (theory, like validation, imports nothing of path_lib).
 * No package attribute shadows a submodule (``path_lib.reference.householder`` is the module), no
   module is left at an old flat name, and pyproject lists every package and the ``book`` extra.
 """
@@ -181,10 +181,9 @@ def test_no_code_imports_a_private_path_lib_module_from_outside_its_subpackage()
     assert not bad, "\n".join(bad)
 
 
-#: each part's layer: a module imports only parts of lower layers, its own part, or (reference and
-#: blockwise, one layer) the other part of its layer
-LAYERS = {"validation": 0, "theory": 0, "reference": 1, "blockwise": 1, "decoding": 2, "kernels": 2, "distributed": 3,
-          "nn": 3, "experiments": 4, "book": 5}
+#: each part's layer: a module imports only parts of lower layers or its own part
+LAYERS = {"validation": 0, "theory": 0, "reference": 1, "blockwise": 2, "decoding": 3, "kernels": 3, "impl": 4,
+          "distributed": 5, "nn": 5, "experiments": 6, "book": 7}
 
 
 def part(dotted: str) -> Optional[str]:
@@ -201,8 +200,6 @@ def layer_violations(source: str, module: str, is_package: bool) -> List[str]:
     for line, target in imported_modules(source, module, is_package):
         there = part(target)
         if there is None or there == here or here == "path_lib":          # the package's face imports anything
-            continue
-        if {here, there} == {"reference", "blockwise"}:                  # one layer (no cycle: see below)
             continue
         if there == "path_lib" or there not in LAYERS or LAYERS[there] >= LAYERS[here]:
             out.append(f"line {line}: {module} ({here}) imports {target} ({there}), not a lower layer")
@@ -229,8 +226,8 @@ def test_imports_point_down_the_layers():
 
 
 def test_no_import_cycle_between_modules():
-    """Between the library's modules (imports inside functions included): e.g. reference.attention imports
-    blockwise.mirror, which imports reference.householder, never reference.attention."""
+    """Between the library's modules (imports inside functions included): e.g. impl imports blockwise.mirror
+    and reference.attention, which import reference.householder, never impl."""
     files = library_files() + [p for p in _files(".py") if p.relative_to(ROOT).parts[:2] == ("path_lib", "book")]
     graph = {}
     for p in files:
@@ -251,7 +248,7 @@ def test_no_import_cycle_between_modules():
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-    assert len(graph) >= 30 and "path_lib.blockwise.mirror" in graph["path_lib.reference.attention"]
+    assert len(graph) >= 30 and "path_lib.blockwise.mirror" in graph["path_lib.impl"]
     assert not cycles, "\n".join(cycles)
 
 
@@ -327,7 +324,7 @@ def test_public_api_is_reexported():
     import path_lib
     from path_lib.nn.layers import PaTHAttention
     from path_lib.nn.model import TinyLM
-    from path_lib.reference.attention import path_attention
+    from path_lib.impl import path_attention
     from path_lib.reference.householder import householder_product, ut_transform
 
     assert (path_lib.path_attention, path_lib.ut_transform, path_lib.householder_product) == (

@@ -37,7 +37,7 @@ def _inputs(B, T, H, D, seed=None, beta=None):
 
 
 def _reference(q, k, v, w, beta, scale=None):
-    from path_lib.reference.attention import path_attention
+    from path_lib.impl import path_attention
     return path_attention(*(x.double() for x in (q, k, v, w, beta)), scale=scale, impl="explicit")
 
 

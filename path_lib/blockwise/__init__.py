@@ -8,5 +8,5 @@
 
 Built on :mod:`path_lib.validation`, :mod:`path_lib.reference.householder` and
 :mod:`path_lib.theory.costs` (the kernels' default segment length); the layers (:mod:`path_lib.nn`) and
-the decoding cache use them through :func:`path_lib.reference.attention.path_attention`.
+the decoding cache use them through :func:`path_lib.impl.path_attention`.
 """

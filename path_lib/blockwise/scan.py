@@ -1,6 +1,6 @@
 """Chapter 6's blockwise scan, in plain PyTorch, without the kernels' segments.
 
-``path_attention(..., impl="blockwise_scan")`` (:mod:`path_lib.reference.attention`) runs it: per key
+``path_attention(..., impl="blockwise_scan")`` (:mod:`path_lib.impl`) runs it: per key
 block ``j`` of ``L = block_size`` tokens its UT matrix ``T_j``
 (:func:`path_lib.reference.householder.ut_transform`) and its keys moved to the block's end; per query
 block the diagonal block by the intra-block all-pairs form, then a right-to-left scan over *every*
@@ -9,7 +9,7 @@ earlier key block with an online softmax, the queries moved one block further le
 ``path_lib.theory.costs.path_blockwise_cost`` counts its operations exactly (tested with a flop counter).
 
 The kernels add segments to this scan (:mod:`path_lib.blockwise.mirror` mirrors them). Entry point for
-users: :func:`path_lib.reference.attention.path_attention` with ``impl="blockwise_scan"``, which checks
+users: :func:`path_lib.impl.path_attention` with ``impl="blockwise_scan"``, which checks
 the arguments and calls :func:`blockwise_scan` here.
 """
 from __future__ import annotations

@@ -65,7 +65,8 @@ import torch
 import torch.nn as nn
 
 from ..validation import check_choice, check_tokens
-from ..reference.attention import path_attention, rope_attention
+from ..impl import path_attention
+from ..reference.attention import rope_attention
 
 __all__ = [
     "SWAP_PAIRS", "VOCAB", "START", "U", "TAU", "HEAD_DIM", "swap_token", "encode_swaps", "compose_swaps",

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from ..nn import rotations  # noqa: F401  (registers the rotation variants)
 from .corpus import Corpus, encode, load_stdlib_corpus, sample_windows
 from ..nn.model import TinyLM
+from ..impl import resolve_backend
 from .train import TrainConfig, run_record, train
 
 __all__ = ["MODELS", "COMPARISON_MODELS", "LEGACY_MODEL_NAMES", "LMConfig", "PRESETS", "PAPER_B_RATIOS",
@@ -143,15 +144,11 @@ PRESETS: Dict[str, LMConfig] = {
 # models
 # ----------------------------------------------------------------------------------------------
 
-def path_backend(device) -> str:
-    """``"triton"`` when ``path_lib.kernels.is_available()`` says so on a CUDA device, else ``"blockwise"``."""
-    if torch.device(device).type != "cuda":
-        return "blockwise"
-    try:
-        import path_lib.kernels
-        return "triton" if path_lib.kernels.is_available() else "blockwise"
-    except (ImportError, AttributeError):
-        return "blockwise"
+def path_backend(device, head_dim: int = 64, dtype: torch.dtype = torch.bfloat16) -> str:
+    """The PaTH backend the experiments run on ``device``: :func:`path_lib.impl.resolve_backend`'s choice
+    for ``"auto"`` (the Triton kernels on CUDA once their code passed the GPU sweep, else the blockwise
+    mirror), for heads of ``head_dim`` in ``dtype``."""
+    return resolve_backend("auto", device=device, dtype=dtype, head_dim=head_dim)
 
 
 def build_model(name: str, cfg: LMConfig, *, device="cpu", path_backend_name: str = "blockwise",
@@ -441,7 +438,7 @@ def _evaluate_model(name, model, cfg, corpus, tr, cap, device, seed, data_key) -
 
 def pick_backend(cfg: LMConfig, device, verbose: bool = False) -> str:
     """The PaTH backend for these runs: the Triton kernels if they run forward and backward here."""
-    backend = path_backend(device)
+    backend = path_backend(device, head_dim=cfg.d_model // cfg.n_heads)
     if backend == "triton":
         try:
             m = build_model("PaTH", cfg, device=device, path_backend_name="triton")

@@ -23,7 +23,6 @@ variants register themselves) and :class:`path_lib.nn.model.TinyLM` builds its l
 """
 from __future__ import annotations
 
-import warnings
 from typing import Callable, Dict, Optional
 
 import torch
@@ -32,7 +31,8 @@ import torch.nn.functional as F
 
 from ..validation import (check_bool, check_choice, check_finite, check_int, check_number, check_optional_bool,
                           check_tensor, values_checked)
-from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, path_attention, rope_attention,
+from ..impl import path_attention, resolve_backend
+from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, rope_attention,
                                    softmax_attention, alibi_attention)
 from .cache import StateCache
 from ..decoding import PaTHCache, is_cache, keys_to_end
@@ -59,18 +59,6 @@ def _init_linear(layer: nn.Linear, std: float = 0.02) -> nn.Linear:
 def _param_dtype(x: torch.Tensor) -> torch.dtype:
     """w, beta and g are float32, or float64 when the model runs in float64 (for exact checks)."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-_FALLBACK_WARNED = False
-
-
-def _warn_fallback(reason: str) -> None:
-    """Warn once per process that ``backend="auto"`` runs the blockwise PyTorch path on CUDA."""
-    global _FALLBACK_WARNED
-    if not _FALLBACK_WARNED:
-        _FALLBACK_WARNED = True
-        warnings.warn(f'PaTHAttention(backend="auto") on CUDA falls back to the blockwise PyTorch path: {reason}. '
-                      'Pass backend="triton" to use the kernels anyway.', RuntimeWarning, stacklevel=3)
 
 
 def _check_state(state, batch_size: int, name: str = "state") -> None:
@@ -463,22 +451,9 @@ class PaTHAttention(AttentionLayer):
         return w, beta, g
 
     def _resolve_backend(self, q: torch.Tensor) -> str:
-        """``"auto"``: the Triton kernels on CUDA once they have passed the GPU correctness sweep
-        (``path_lib.kernels.GPU_VERIFIED``, set from a recorded sweep); otherwise the exact blockwise mirror,
-        with one warning per process when that happens on CUDA (the fallback is much slower)."""
-        if self.backend != "auto":
-            return self.backend
-        if q.is_cuda and self.head_dim in (32, 64, 128):
-            try:
-                import path_lib.kernels as kernels
-            except ImportError as e:
-                _warn_fallback(f"the kernels package cannot be imported ({e})")
-                return "blockwise"
-            if getattr(kernels, "GPU_VERIFIED", False):
-                return "triton"
-            _warn_fallback("path_lib.kernels.GPU_VERIFIED is False: this kernel code has not passed the GPU "
-                           "correctness sweep (benchmarks/DESIGN.md, How to change a kernel)")
-        return "blockwise"
+        """The backend that runs for ``q``: :func:`path_lib.impl.resolve_backend` (``"auto"``: the Triton
+        kernels on CUDA once they have passed the GPU correctness sweep, else the exact blockwise mirror)."""
+        return resolve_backend(self.backend, device=q.device, dtype=q.dtype, head_dim=self.head_dim)
 
     def _triton_decoding(self, x: torch.Tensor) -> bool:
         """Whether decoding uses the GPU cache of ``path_lib.kernels.decode`` (CUDA with the Triton backend and not

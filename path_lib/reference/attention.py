@@ -6,18 +6,14 @@ outputs ``[B, T, Hq, Dv]``. Causal everywhere. With ``H_t = I - beta_t w_t w_t^T
 
     logit(i, j) = scale * q_i^T H_i H_{i-1} ... H_{j+1} k_j + G_i - G_j,     j <= i.
 
-:func:`path_attention` has four independent implementations, selected by ``impl``:
+:func:`path_attention` here has the two reference implementations, selected by ``impl``:
 
 * ``"explicit"``: a ``D x D`` matrix product per query-key pair. Slow; the ground truth.
-* ``"parallel"``: the UT all-pairs form over the whole sequence (``O(T^3)`` for the UT solve).
-* ``"blockwise"`` (default): the Triton kernels' forward in plain PyTorch, blocks *and segments*
-  (:mod:`path_lib.blockwise.mirror`): per-block UT transforms, the thin scan inside a query's own
-  segment, attention against keys moved to their segment's end for the earlier segments.
-* ``"blockwise_scan"``: chapter 6's algorithm without segments (:mod:`path_lib.blockwise.scan`):
-  per-block UT transforms, boundary-adjusted queries and keys, a right-to-left scan over every earlier
-  key block with an online softmax. ``path_lib.theory.costs.path_blockwise_cost`` counts its operations.
+* ``"parallel"`` (default): the UT all-pairs form over the whole sequence (``O(T^3)`` for the UT solve).
 
-They compute in float64 when q is float64 and in float32 otherwise; the output has q's dtype.
+They compute in float64 when q is float64 and in float32 otherwise; the output has q's dtype. This module
+only computes: the faster implementations (the blockwise mirror, chapter 6's scan, the Triton kernels)
+and the choice among all of them are :func:`path_lib.impl.path_attention` (``path_lib.path_attention``).
 """
 from __future__ import annotations
 
@@ -26,9 +22,7 @@ from typing import Optional
 
 import torch
 
-from ..blockwise.mirror import blockwise_path_attention
-from ..blockwise.scan import blockwise_scan
-from ..validation import (check_block_size, check_bool, check_choice, check_finite, check_int, check_log_gate,
+from ..validation import (check_bool, check_choice, check_finite, check_int, check_log_gate,
                           check_number, check_path_params, check_qkv, check_same_device, check_scale,
                           check_tensor, PARAM_DTYPES)
 from .householder import _householder, _ut_transform
@@ -38,7 +32,7 @@ __all__ = [
     "alibi_attention", "alibi_slopes", "fox_attention", "IMPLEMENTATIONS",
 ]
 
-IMPLEMENTATIONS = ("explicit", "parallel", "blockwise", "blockwise_scan")
+IMPLEMENTATIONS = ("explicit", "parallel")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,10 +144,9 @@ def path_logits(q, k, w, beta, g=None, *, scale=None, impl: str = "parallel",
 # public entry points
 # ----------------------------------------------------------------------------------------------
 
-def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwise",
-                   block_size: int = 64, seg_blocks: Optional[int] = None,
+def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "parallel",
                    check_values: bool = True) -> torch.Tensor:
-    """Causal PaTH attention (PaTH-FoX when ``g`` is given).
+    """Causal PaTH attention (PaTH-FoX when ``g`` is given), computed by a reference implementation.
 
     Args:
         q: ``[B, T, Hq, D]`` queries.
@@ -163,26 +156,17 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwi
         beta: ``[B, T, Hk]`` strengths in [0, 2], float32 (or float64).
         g: optional ``[B, T, Hq]`` log forget gates (<= 0), added unscaled: ``+ G_i - G_j``.
         scale: logit scale, default ``D ** -0.5``.
-        impl: ``"explicit"`` (ground truth), ``"parallel"`` (UT all-pairs), ``"blockwise"`` (the
-            kernels' blocks and segments, :func:`path_lib.blockwise.mirror.blockwise_path_attention`) or
-            ``"blockwise_scan"`` (chapter 6's scan, no segments, :func:`path_lib.blockwise.scan.blockwise_scan`).
-        block_size: block length of the blockwise algorithms.
-        seg_blocks: blocks per segment of ``"blockwise"`` (default: the kernels' choice).
+        impl: ``"explicit"`` (ground truth) or ``"parallel"`` (UT all-pairs); the other implementations
+            are :func:`path_lib.impl.path_attention`'s.
         check_values: also check values (finite, beta range, unit w); shapes and dtypes always are.
     Returns:
         ``[B, T, Hq, Dv]`` in q's dtype.
     """
+    if impl in ("blockwise", "blockwise_scan", "triton", "auto"):
+        raise ValueError(f"impl={impl!r} is not a reference implementation: use path_lib.path_attention "
+                         "(path_lib.impl.path_attention), which runs every implementation")
     check_choice(impl, "impl", IMPLEMENTATIONS)
-    check_block_size(block_size)
-    if impl == "blockwise":
-        return blockwise_path_attention(q, k, v, w, beta, g, scale=scale, block_size=block_size,
-                                        seg_blocks=seg_blocks, check_values=check_values)
-    if seg_blocks is not None:
-        check_int(seg_blocks, "seg_blocks", minimum=1)
     qh, kh, vh, wh, bh, scale, dt = _prepare(q, k, v, w, beta, g, scale, check_values)
-    if impl == "blockwise_scan":
-        G = None if g is None else torch.cumsum(g.to(dt), dim=1).transpose(1, 2)
-        return _finish(blockwise_scan(qh, kh, vh, wh, bh, G, scale, block_size), q)
     S = (_explicit_scores if impl == "explicit" else _parallel_scores)(qh, kh, wh, bh) * scale
     if g is not None:
         S = S + _gate_bias(g, dt)
