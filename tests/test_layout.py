@@ -182,8 +182,9 @@ def test_no_code_imports_a_private_path_lib_module_from_outside_its_subpackage()
 
 
 #: each part's layer: a module imports only parts of lower layers, its own part, or (reference and
-#: blockwise, one layer) the other part of its layer
-LAYERS = {"validation": 0, "theory": 0, "reference": 1, "blockwise": 1, "decoding": 2, "kernels": 2, "distributed": 3,
+#: blockwise, one layer) the other part of its layer; records (the registry, provenance, schemas, loading)
+#: is at the bottom with validation, so that every layer may read and write records
+LAYERS = {"validation": 0, "theory": 0, "records": 0, "reference": 1, "blockwise": 1, "decoding": 2, "kernels": 2, "distributed": 3,
           "nn": 3, "experiments": 4, "book": 5}
 
 

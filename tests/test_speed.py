@@ -13,7 +13,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from path_lib.theory import costs  # noqa: E402
 from path_lib.book import speed  # noqa: E402
-from path_lib.book.notebook import load_record  # noqa: E402
+from path_lib.records import load_record  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
 # synthetic records (fixtures of the tests only)
@@ -362,7 +362,7 @@ def test_lm_throughput_tables_report_ratios_gpu_time_and_the_target():
 def test_cp_tables_from_the_record():
     """The single-GPU context-parallel table: one row per case with every method's worst error and time, '-' where
     the record has none, and the ratio ranges to the kernels alone computed from the rows."""
-    from path_lib.book.notebook import load_record
+    from path_lib.records import load_record
     rec = load_record("cp_single_gpu")
     table, sentence = speed.cp_tables(rec)
     lines = table.splitlines()

@@ -1,7 +1,7 @@
 """Helpers of the speed chapter (``book/part3/10_speed``): time floors, the benchmark record, profiles by phase.
 
     from path_lib.book import speed
-    from path_lib.book.notebook import optional_record
+    from path_lib.records import optional_record
 
     bench = speed.normalize_bench(optional_record("bench"))       # None when there is no record
     f = speed.time_floor("path", "fwd", T=4096, D=64, B=8, H=32, ceilings=bench["ceilings"])
@@ -21,9 +21,10 @@ move ``nbytes`` bytes cannot take less than ``max(ops / rate, nbytes / bandwidth
   do, dq, dk, dv) in the 16-bit input dtype; w, beta, g (and dw, dbeta, dg) in float32.
 
 **Records.** :func:`normalize_bench` turns the benchmark record (``load_record("bench")``, written by
-``benchmarks/bench_path.py``) into one form: schema 2 as is; the older format (no ``schema`` key, its
-``sdpa`` rows the FlashAttention backend forced, no ceilings) with ``sdpa`` renamed ``sdpa_flash`` and a
-plain note that the default SDPA and the ceilings are missing.
+``benchmarks/bench_path.py``; its schema versions are ``path_lib.records.SCHEMAS["bench"]``) into one
+form: schema 2 as is; the older format (no ``schema`` key, its ``sdpa`` rows the FlashAttention backend
+forced, no ceilings) with ``sdpa`` renamed ``sdpa_flash`` and a plain note that the default SDPA and the
+ceilings are missing.
 
 **Profiles.** :func:`phase_of` maps a CUDA kernel name of the recorded profile (``"profile"``) to the
 phase of the algorithm it belongs to (:data:`PHASES`); unknown names go to ``"other"``.

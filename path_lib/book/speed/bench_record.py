@@ -6,6 +6,8 @@ import copy
 import math
 from typing import Dict, List, Optional, Tuple
 
+from ...records import schema_version
+
 #: method key in the record -> (label, colour, line style, marker). ``sdpa``'s label gets its backend.
 METHODS = {
     "sdpa": ("SDPA default", "#264653", "-", "o"),
@@ -50,14 +52,15 @@ def normalize_bench(rec: Optional[dict]) -> Optional[dict]:
     Adds ``schema`` (1 for the older format), ``ceilings`` (checked, or None), ``has_default_sdpa`` and
     ``notes`` (plain sentences on what the record lacks). In the older format the ``sdpa`` rows are
     PyTorch's FlashAttention backend forced: they become ``sdpa_flash``. Raises ValueError for rows
-    without their shape, method or mode.
+    without their shape, method or mode, and :class:`path_lib.records.SchemaError` (a ValueError) for a
+    schema version not in ``path_lib.records.SCHEMAS["bench"]``.
     """
     if rec is None:
         return None
     if not isinstance(rec, dict) or not isinstance(rec.get("rows"), list):
         raise ValueError("a benchmark record is a dict with a list of rows")
     out = copy.deepcopy(rec)
-    schema = out.get("schema", 1)
+    schema = schema_version(out, "bench")
     notes = []
     for i, r in enumerate(out["rows"]):
         missing = [k for k in ("D", "T", "B", "H", "method", "mode") if k not in r]

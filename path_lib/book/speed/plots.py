@@ -23,7 +23,7 @@ def _grid(rec, title):
             axes[i, j].set_title(f"D = {D}, {'forward' if mode == 'fwd' else 'forward + backward'}", fontsize=9)
             axes[i, j].set_xlabel("T (log scale)", fontsize=8)
     if rec is not None and "provenance" in rec:
-        from ...experiments.provenance import provenance_label
+        from ...records import provenance_label
         fig.suptitle(title + "\n" + provenance_label(rec).split("; command:")[0], fontsize=7)
     return fig, axes, Ds
 
