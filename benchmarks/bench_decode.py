@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_path import backend_of  # noqa: E402
 from path_lib.kernels.decode import DEFAULT_CONFIG, DecodeConfig, TritonPaTHCache  # noqa: E402
 from path_lib.decoding import PaTHCache  # noqa: E402
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 
 
 def _events_ms(fn, reps: int) -> float:

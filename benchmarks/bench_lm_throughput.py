@@ -33,7 +33,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 from path_lib.nn.model import TinyLM  # noqa: E402
 
 MODELS = ("rope", "path", "path_fox")

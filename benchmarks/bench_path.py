@@ -39,7 +39,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import path_lib.kernels  # noqa: E402
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import current_schema, write_result  # noqa: E402
 
 
 def fla_ops():
@@ -63,7 +63,7 @@ def make(B, T, H, D, gen):
     return q, k, v, w, beta, g
 
 
-SCHEMA = 2
+SCHEMA = current_schema("bench")          # the version path_lib.records.SCHEMAS lists last
 DEFAULT_SHAPES = "64:1024,64:4096,64:16384,64:65536,128:1024,128:4096,128:16384,128:65536"
 
 

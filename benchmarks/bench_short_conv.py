@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_path import ceilings  # noqa: E402
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 from path_lib.reference.short_conv import short_conv_normalize_torch  # noqa: E402
 from path_lib.nn.layers import PaTHAttention  # noqa: E402
 

@@ -166,7 +166,7 @@ def main():
                 rows.append(row)
                 print(row, flush=True)
     if args.out:
-        from path_lib.experiments.provenance import write_result
+        from path_lib.records import write_result
         write_result(args.out, dict(note="AOT compile with triton's bundled ptxas; no GPU involved; pointers and "
                                          f"{', '.join(DIVISIBLE_INTS)} marked divisible by 16 as the JIT does",
                                     rows=rows), command="PYTHONPATH=. python3 " + " ".join(sys.argv))

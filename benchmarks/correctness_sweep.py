@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import path_lib.kernels  # noqa: E402
 from path_lib.reference.attention import path_attention as ref_attention  # noqa: E402
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 
 TOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 NAMES = ["o", "dq", "dk", "dv", "dw", "dbeta", "dg"]

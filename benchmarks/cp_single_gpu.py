@@ -142,7 +142,7 @@ def main(argv=None):
         return 2
     import torch.distributed as dist
     import path_lib.kernels as kernels
-    from path_lib.experiments.provenance import write_result
+    from path_lib.records import write_result
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

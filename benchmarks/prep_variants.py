@@ -107,7 +107,7 @@ def main():
             launch(kn, *data[D], BT, prec, warps)
         torch.cuda.synchronize()
         return
-    from path_lib.experiments.provenance import write_result
+    from path_lib.records import write_result
     rows = []
     for D, kn, prec, warps in todo:
         try:

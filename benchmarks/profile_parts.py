@@ -19,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bench_path import fla_ops, make, methods  # noqa: E402
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 
 
 def profile_one(fn, ins, mode, iters):

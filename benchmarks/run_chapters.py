@@ -68,7 +68,7 @@ def main() -> int:
         if not r["ok"]:
             print(r["log_tail"], flush=True)
     if args.json:
-        from path_lib.experiments.provenance import write_result
+        from path_lib.records import write_result
         write_result(args.json, dict(rows=results), command="PYTHONPATH=. python3 " + " ".join(sys.argv))
     return 0 if all(r["ok"] for r in results) else 1
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import path_lib.kernels  # noqa: E402
 from benchmarks.bench_path import bench_one, make  # noqa: E402
 from path_lib.kernels._path import _segments  # noqa: E402
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 
 
 def main():

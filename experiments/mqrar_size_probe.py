@@ -54,7 +54,7 @@ def main(argv=None):
             rows.append(row)
             print(row, flush=True)
     if args.out:
-        from path_lib.experiments.provenance import write_result
+        from path_lib.records import write_result
         write_result(Path(args.out) / "mqrar_probe.json", {"rows": rows},
                      command="python experiments/mqrar_size_probe.py " + " ".join(sys.argv[1:] if argv is None else argv))
 

@@ -7,7 +7,7 @@ with the teacher and with PaTH trained from scratch for the same total steps (pa
         --state runs/conversion_state --budget-s 540                                            # one H200
 
 Every arm of a seed sees the same batches with the same three-phase schedule (teacher steps, stage 1,
-stage 2); three seeds by default. The record (JSON, ``path_lib.experiments.provenance.write_result``: device,
+stage 2); three seeds by default. The record (JSON, ``path_lib.records.write_result``: device,
 versions, commit, date, command) holds every run's phases, the converted students' metrics after each
 stage, the per-run records of ``path_lib.experiments.train.run_record``, ``equal_training`` (from
 ``path_lib.experiments.train.check_equal_training``) and ``claims`` (``path_lib.experiments.convert_lm.conversion_claims``, which
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from path_lib.experiments.convert_lm import PRESETS, run_conversion, stage_table  # noqa: E402
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 
 INT_OVERRIDES = ("teacher_steps", "stage1_steps", "stage2_steps", "probe_steps", "probe_eval_seqs", "eval_tokens",
                  "corpus_bytes", "batch", "train_len", "d_model", "n_layers", "n_heads")

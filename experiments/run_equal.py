@@ -28,8 +28,8 @@ Records (written after every finished job, ``complete: false`` until a phase is 
 finished in an earlier call is not rewritten; every record lists the provenance of all calls under
 ``calls``):
 ``$OUT/flip_flop.json``, ``$OUT/lm_full.json``, ``$OUT/mqrar.json``, ``$OUT/a5_layers.json`` (the stable
-names of path_lib.book.notebook.RECORDS; formats compatible with the chapters that read them), each through
-``path_lib.experiments.provenance.write_result`` (device, versions, ``PATH_BOOK_COMMIT``, date, command).
+names of path_lib.records.RECORDS; formats compatible with the chapters that read them), each through
+``path_lib.records.write_result`` (device, versions, ``PATH_BOOK_COMMIT``, date, command).
 """
 from __future__ import annotations
 
@@ -496,7 +496,7 @@ def main(argv=None):
     deadline_call = t_start + args.budget_s
     command = "python experiments/run_equal.py " + " ".join(sys.argv[1:] if argv is None else argv)
     rates = _rates(state)
-    from path_lib.experiments.provenance import provenance, write_result
+    from path_lib.records import provenance, write_result
     calls_file = state / "calls.json"
     calls = json.loads(calls_file.read_text()) if calls_file.exists() else []
     calls.append(provenance(command))

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from path_lib.experiments.lm import (COMPARISON_MODELS, MODELS, PAPER_A_CURVES, PAPER_B_RATIOS, PRESETS, ratio_table,  # noqa: E402
                                      run_experiment)
-from path_lib.experiments.provenance import write_result  # noqa: E402
+from path_lib.records import write_result  # noqa: E402
 from path_lib.experiments.train import check_equal_training  # noqa: E402
 
 

@@ -151,7 +151,7 @@ def main(argv=None):
                     res["rows"].append(row)
                     print(json.dumps(row), flush=True)
     if args.out:
-        from path_lib.experiments.provenance import write_result
+        from path_lib.records import write_result
         write_result(Path(args.out) / f"timing_{args.what}.json", res,
                      command="python experiments/time_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv))
 

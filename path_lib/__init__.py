@@ -6,6 +6,7 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
       __init__.py     the public API below
       validation.py   the argument checks every public entry point (and kernels/) uses
       impl.py         path_attention over every implementation, and the one rule that picks the backend
+      records.py      recorded results: the registry of current records, provenance, schemas, loading
       reference/      float64 references: householder (products, UT transform, boundary adjustments),
                       attention (path_attention explicit / parallel, NoPE / RoPE / ALiBi / FoX), sba
       blockwise/      mirror: the Triton kernels' algorithm in plain PyTorch (impl="blockwise");
@@ -14,13 +15,13 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
       distributed.py  context-parallel PaTH attention over a torch.distributed group
       nn/             layers (PaTHAttention and the baselines), model (TinyLM), rotations (paper B's variants),
                       padding, cache, sampling, hf (the transformers model)
-      experiments/    tasks, train, train_cli, hardware, corpus, lm, constructions, farmass, claims, provenance,
+      experiments/    tasks, train, train_cli, hardware, corpus, lm, constructions, farmass, claims,
                       convert, convert_lm (RoPE -> PaTH conversion)
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
     book -> experiments -> nn, distributed -> impl -> decoding, kernels -> reference / blockwise -> validation
-    (theory imports nothing of path_lib; the references only compute, impl chooses)
+    (theory and records import nothing of path_lib; the references only compute, impl chooses)
 
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
 ``kernels/`` folder (the design keeps the three kinds of code apart in the tree), at its import path:

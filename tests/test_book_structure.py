@@ -50,10 +50,10 @@ def test_every_notebook_is_in_the_toc():
 
 
 def test_repository_url_is_consistent():
-    from path_lib.book import notebook
+    from path_lib import records
 
-    assert notebook.REPOSITORY == REPO_URL
-    assert notebook.BRANCH == CONFIG["repository"]["branch"]
+    assert records.REPOSITORY == REPO_URL
+    assert records.BRANCH == CONFIG["repository"]["branch"]
     assert f"git+{REPO_URL}" in (BOOK / "_templates" / "first_cell.py").read_text()
 
 

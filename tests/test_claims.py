@@ -27,7 +27,7 @@ def test_statuses_reasons_and_evidence():
         for e in (c.get("ours") or {}).get("evidence", []):
             assert (ROOT / e).exists(), (c["id"], e)
         if c.get("awaits"):
-            from path_lib.book.notebook import RECORDS
+            from path_lib.records import RECORDS
             assert c["awaits"] in RECORDS, c["id"]
 
 
@@ -91,5 +91,5 @@ def test_rendering_and_counts():
     table = C.counts_markdown()
     assert table.splitlines()[-1].endswith(f"| {len(C.CLAIMS)} |")
     assert C.format_value({"value": 0.0123, "format": "percent"}) == "1.23%"
-    from path_lib.book.notebook import RECORDS
+    from path_lib.records import RECORDS
     assert set(C.pending()) <= set(RECORDS)

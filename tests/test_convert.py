@@ -326,7 +326,7 @@ def script(monkeypatch):
 
 def test_tiny_record_pauses_resumes_and_its_claims_are_recomputed(script, tmp_path):
     from path_lib.experiments.convert_lm import conversion_claims
-    from path_lib.book.notebook import RECORDS, optional_record
+    from path_lib.records import RECORDS, optional_record
     from path_lib.experiments.train import check_equal_training
 
     assert RECORDS["conversion"] == "results/lm/conversion.json"

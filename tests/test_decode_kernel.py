@@ -175,7 +175,7 @@ def test_default_config_is_the_recorded_choice():
     import dataclasses
     import json
     from path_lib.kernels.decode import DEFAULT_CONFIG
-    from path_lib.book.notebook import RECORDS
+    from path_lib.records import RECORDS
     rec = json.loads((ROOT / RECORDS["decode"]).read_text())
     assert rec["complete"] and rec["tuned"]
     assert dataclasses.asdict(DEFAULT_CONFIG) == rec["config"]

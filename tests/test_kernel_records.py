@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LATEST_BENCH = "bench_path.json"      # the current record (path_lib.book.notebook.RECORDS["bench"])
+LATEST_BENCH = "bench_path.json"      # the current record (path_lib.records.RECORDS["bench"])
 
 
 def test_verified_flag_names_a_complete_passing_sweep():
@@ -62,7 +62,7 @@ def test_the_gate_maps_only_the_renamed_modules_import_lines():
                   "from path_lib.validation_extra import x\n"):
         assert path_lib.kernels._sweep_spelling(other) == other
     # the mapping is in use: the kernels import the checks under their new name, never the old one
-    code = path_lib.kernels.code_text((ROOT / "kernels" / "_path.py").read_text())
+    code = path_lib.kernels.code_text((ROOT / "kernels" / "path_lib" / "kernels" / "_path.py").read_text())
     assert "from path_lib.validation import" in code and "path_lib._checks" not in code
 
 
@@ -151,7 +151,7 @@ def test_the_closest_cells_hold_in_every_round():
 
 
 def test_optional_result_loads_a_record_or_says_it_is_missing(capsys):
-    from path_lib.book.notebook import optional_result
+    from path_lib.records import optional_result
     rec = optional_result("benchmarks/results/" + LATEST_BENCH, "benchmark")
     assert rec is not None and "provenance" in rec and rec["rows"]
     assert optional_result("benchmarks/results/no_such_record.json", "profile") is None

@@ -181,9 +181,10 @@ def test_no_code_imports_a_private_path_lib_module_from_outside_its_subpackage()
     assert not bad, "\n".join(bad)
 
 
-#: each part's layer: a module imports only parts of lower layers or its own part
-LAYERS = {"validation": 0, "theory": 0, "reference": 1, "blockwise": 2, "decoding": 3, "kernels": 3, "impl": 4,
-          "distributed": 5, "nn": 5, "experiments": 6, "book": 7}
+#: each part's layer: a module imports only parts of lower layers or its own part; records (the registry,
+#: provenance, schemas, loading) is at the bottom with validation, so that every layer may read and write records
+LAYERS = {"validation": 0, "theory": 0, "records": 0, "reference": 1, "blockwise": 2, "decoding": 3, "kernels": 3,
+          "impl": 4, "distributed": 5, "nn": 5, "experiments": 6, "book": 7}
 
 
 def part(dotted: str) -> Optional[str]:

@@ -64,7 +64,7 @@ def test_chapter_records_load_without_a_checkout(chapter, served_repo, installed
     assert names, f"{chapter} loads no record by name (load_record / optional_record)"
     code = f"""
 import json
-from path_lib.book.notebook import repo_root, load_record, records_base
+from path_lib.records import repo_root, load_record, records_base
 assert repo_root() is None, repo_root()
 assert records_base() == {served_repo!r}
 for name in {names!r}:
@@ -79,7 +79,7 @@ print(json.dumps({{name: load_record(name)["provenance"]["date"] for name in {na
 
 def test_a_missing_or_unreachable_record_is_one_plain_sentence(served_repo, installed):
     code = """
-from path_lib.book.notebook import optional_record, optional_result
+from path_lib.records import optional_record, optional_result
 assert optional_result("benchmarks/results/no_such_record.json", "benchmark") is None
 assert optional_record("bench") is None
 """
@@ -95,8 +95,8 @@ assert optional_record("bench") is None
 
 def test_default_base_is_the_repositorys_raw_files(installed):
     code = """
-import path_lib.book.notebook as nb
-print(nb.records_base())
+import path_lib.records as records
+print(records.records_base())
 """
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(installed)}
     out = subprocess.run([sys.executable, "-c", code], cwd=installed, env=env, capture_output=True, text=True)
@@ -105,7 +105,7 @@ print(nb.records_base())
 
 
 def test_every_record_name_points_at_a_recorded_file():
-    from path_lib.book.notebook import PENDING_RECORDS, RECORDS
+    from path_lib.records import PENDING_RECORDS, RECORDS
     for name, rel in RECORDS.items():
         if name in PENDING_RECORDS and not (ROOT / rel).exists():
             continue                        # registered before its first run
@@ -115,7 +115,7 @@ def test_every_record_name_points_at_a_recorded_file():
 
 
 def test_bad_record_names_are_named_errors():
-    from path_lib.book.notebook import load_record
+    from path_lib.records import load_record
     with pytest.raises(ValueError, match="name must be one of"):
         load_record("bench_v16")
     with pytest.raises(TypeError, match="name must be a str"):

@@ -2,7 +2,10 @@
 the profile's kernels by phase, the T4 launcher replay against the recorded compile reports. CPU, fast."""
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
 
 import matplotlib
 
@@ -13,7 +16,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from path_lib.theory import costs  # noqa: E402
 from path_lib.book import speed  # noqa: E402
-from path_lib.book.notebook import load_record  # noqa: E402
+from path_lib.records import SchemaError, load_record  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # ------------------------------------------------------------------------------------------------
 # synthetic records (fixtures of the tests only)
@@ -175,6 +180,31 @@ def test_normalize_rejects_malformed_records():
         speed.normalize_bench(dict(rows=[dict(D=64, T=1024, method="sdpa", mode="fwd")]))
     with pytest.raises(ValueError, match="list of rows"):
         speed.normalize_bench(dict(rows=None))
+
+
+@pytest.mark.parametrize("schema", [3, "2", None])
+def test_normalize_refuses_schema_versions_it_does_not_know(schema):
+    rec = dict(new_record(), schema=schema)
+    with pytest.raises(SchemaError, match="record 'bench'.*schema.*1, 2"):
+        speed.normalize_bench(rec)
+
+
+def test_the_package_keeps_every_name_the_chapters_use():
+    """``speed`` is a package of modules by job; a chapter still reaches every helper as ``speed.<name>``."""
+    used = set()
+    for nb in (ROOT / "book").rglob("*.ipynb"):
+        cells = json.loads(nb.read_text())["cells"]
+        src = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        used |= set(re.findall(r"\bspeed\.([A-Za-z_][A-Za-z0-9_]*)", src))
+        used |= {n.strip() for m in re.findall(r"from path_lib\.book\.speed import ([^\n]+)", src)
+                 for n in m.split(",")}
+    assert {"normalize_bench", "time_floor", "decode_tables", "cp_tables"} <= used
+    missing = sorted(n for n in used if not hasattr(speed, n))
+    assert not missing, missing
+    assert set(speed.__all__) <= set(dir(speed))
+    for module in (speed.bench_record, speed.floors, speed.tables, speed.phases, speed.compile_reports,
+                   speed.plots, speed.other_records):
+        assert len(Path(module.__file__).read_text().splitlines()) < 800, module.__name__
 
 
 def test_tables_say_what_is_missing():
@@ -362,7 +392,7 @@ def test_lm_throughput_tables_report_ratios_gpu_time_and_the_target():
 def test_cp_tables_from_the_record():
     """The single-GPU context-parallel table: one row per case with every method's worst error and time, '-' where
     the record has none, and the ratio ranges to the kernels alone computed from the rows."""
-    from path_lib.book.notebook import load_record
+    from path_lib.records import load_record
     rec = load_record("cp_single_gpu")
     table, sentence = speed.cp_tables(rec)
     lines = table.splitlines()

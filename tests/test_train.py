@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from path_lib.nn.model import TinyLM
-from path_lib.experiments.provenance import read_result
+from path_lib.records import read_result
 from path_lib.experiments.tasks import flip_flop
 from path_lib.experiments.train import (PRESETS, Preset, TrainConfig, evaluate, lr_at, masked_loss, task_preset,
                                         save_result, task_eval_sets, train, train_task)

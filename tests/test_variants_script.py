@@ -22,7 +22,7 @@ def test_prepare_archives_a_revision_that_imports_on_its_own():
         r = _sh("prepare", "HEAD")
         assert r.returncode == 0, r.stderr
         for rel in ("path_lib/kernels/_triton_kernels.py", "path_lib/kernels/_path.py", "benchmarks/profile_parts.py",
-                    "benchmarks/bench_path.py", "benchmarks/__init__.py", "path_lib/experiments/provenance.py"):
+                    "benchmarks/bench_path.py", "benchmarks/__init__.py", "path_lib/records.py"):
             assert (out / rel).is_file(), rel
         # the archived kernels are the committed ones, byte for byte
         committed = subprocess.run(["git", "show", "HEAD:kernels/path_lib/kernels/_triton_kernels.py"], cwd=ROOT,

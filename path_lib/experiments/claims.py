@@ -17,7 +17,7 @@ Every entry of :data:`CLAIMS` is a dict:
   or a dict meaning "the one element of this list whose fields equal these" (see :func:`value_at`);
   ``value`` is its value when the ledger was written (a test checks they still agree);
 * ``status``: one of :data:`STATUSES`; ``reason``: why (required unless reproduced);
-* ``awaits`` (optional): the stable record name (``path_lib.book.notebook.RECORDS``) of the run that will
+* ``awaits`` (optional): the stable record name (``path_lib.records.RECORDS``) of the run that will
   decide a claim that is ``"not reproduced yet"``.
 
 The records the entries point to are the ones existing when the ledger was written, kept under

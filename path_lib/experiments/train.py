@@ -29,7 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .hardware import hardware
-from .provenance import write_result
+from ..records import write_result
 
 __all__ = [
     "TrainConfig", "Preset", "PRESETS", "task_preset", "hardware", "set_seed", "lr_at", "masked_loss",
@@ -548,7 +548,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
 
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
-    """Write a result dict as JSON with a provenance block (:func:`path_lib.experiments.provenance.write_result`)."""
+    """Write a result dict as JSON with a provenance block (:func:`path_lib.records.write_result`)."""
     return write_result(path, result, command=command)
 
 
