@@ -32,6 +32,7 @@ from .comparison import (UnequalTrainingError, check_equal_training, comparison_
                          json_key, paired_differences, run_record)
 from .hardware import hardware
 from .provenance import write_result
+from .train_state import Checkpoints, Progress, rng_state
 
 __all__ = [
     "TrainConfig", "Preset", "PRESETS", "task_preset", "hardware", "set_seed", "lr_at", "masked_loss",
@@ -204,28 +205,6 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
     return out
 
 
-def _rng_state(device: torch.device) -> Dict:
-    st = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if device.type == "cuda":
-        st["cuda"] = torch.cuda.get_rng_state(device)
-    return st
-
-
-def _set_rng_state(st: Dict, device: torch.device) -> None:
-    torch.set_rng_state(st["torch"])
-    random.setstate(st["python"])
-    if device.type == "cuda" and "cuda" in st:
-        torch.cuda.set_rng_state(st["cuda"], device)
-
-
-def _schedule_key(cfg: TrainConfig) -> Dict:
-    """The parts of a config a resumed run must share with its checkpoint (all but the final checkpoint path)."""
-    d = dataclasses.asdict(cfg)
-    d.pop("checkpoint", None)
-    d["betas"] = list(d["betas"])
-    return d
-
-
 def _check_int(name: str, v, lo: int, *, optional: bool = False) -> None:
     if optional and v is None:
         return
@@ -252,15 +231,8 @@ def _check_targets(y: torch.Tensor, vocab: int, step: int) -> bool:
     return m < vocab
 
 
-def _save_checkpoint(path, **state) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = str(path) + ".tmp"
-    torch.save(state, tmp)
-    Path(tmp).replace(path)
-
-
 # ----------------------------------------------------------------------------------------------
-# the training loop's parts: arguments, checkpoints, the time budget, bad batches, one step
+# the training loop's parts: arguments, the time budget, bad batches, one step (checkpoints: train_state)
 # ----------------------------------------------------------------------------------------------
 
 def _check_train_args(model, sample, config, *, log_every, calibrate_steps, stop_after_steps, time_limit_s,
@@ -312,116 +284,6 @@ def _optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
                               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
                              lr=config.lr, betas=config.betas)
-
-
-@dataclass
-class _Progress:
-    """What a run carries from step to step and, through its checkpoint, from call to call."""
-    history: List[Dict] = field(default_factory=list)     # {"step", "loss", "lr"} at the logged steps
-    evals: List[Dict] = field(default_factory=list)       # {"step", name: metrics}
-    recent: List = field(default_factory=list)            # the last losses (for final_train_loss)
-    skipped: List[Dict] = field(default_factory=list)     # {"step", "reason"}
-    steps_done: int = 0
-    tokens_seen: int = 0
-    wall_before: float = 0.0                              # seconds spent by earlier calls
-    calls: int = 1
-
-
-_CHECKPOINT_KEYS = ("model", "optimizer", "generator", "rng", "history", "evals", "recent_losses", "steps_done",
-                    "tokens_seen", "wall_seconds", "calls", "schedule")
-
-
-def _read_checkpoint(path) -> Dict:
-    """The resumable checkpoint at ``path``, or a ValueError naming the file (unreadable, not one of ours)."""
-    try:
-        ck = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:                  # torch.load raises many types for a damaged file
-        raise ValueError(f"checkpoint {path} cannot be read, the file is corrupted or truncated "
-                         f"({type(e).__name__}: {str(e)[:200]}); delete it to start over") from e
-    if not isinstance(ck, dict) or not isinstance(ck.get("model"), dict):
-        raise ValueError(f"checkpoint {path} is not a checkpoint of train() (it holds a {type(ck).__name__})")
-    missing = [k for k in _CHECKPOINT_KEYS if k not in ck]
-    if missing:
-        raise ValueError(f"checkpoint {path} is not a resumable checkpoint of train(): it lacks {missing}")
-    return ck
-
-
-def _check_same_model(path, saved: Dict, model: nn.Module) -> None:
-    """A ValueError naming ``path`` and what differs unless the saved model state has ``model``'s parameter
-    and buffer names and shapes (DDP's ``module.`` prefix ignored)."""
-    strip = lambda k: k[len("module."):] if k.startswith("module.") else k
-    mine = {strip(k): tuple(v.shape) for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
-    theirs = {strip(k): tuple(v.shape) for k, v in saved.items() if isinstance(v, torch.Tensor)}
-    diffs = [f"missing {sorted(set(mine) - set(theirs))[:5]}" if set(mine) - set(theirs) else "",
-             f"unexpected {sorted(set(theirs) - set(mine))[:5]}" if set(theirs) - set(mine) else ""]
-    diffs += [f"{k} is {theirs[k]} in the file but {mine[k]} in the model"
-              for k in sorted(set(mine) & set(theirs)) if mine[k] != theirs[k]][:5]
-    diffs = [d for d in diffs if d]
-    if diffs:
-        raise ValueError(f"checkpoint {path} was written for another model: " + "; ".join(diffs))
-
-
-class _Checkpoints:
-    """The resumable checkpoint at ``path`` (None: none): :meth:`load` at the start of a call, :meth:`save`
-    when a call stops before the schedule ends or is interrupted, :meth:`finish` after the last step. Full
-    states (``distributed.state_dicts`` on a data-parallel run), written by the writer rank only."""
-
-    def __init__(self, path, config: TrainConfig, data_seed, distributed):
-        self.path, self.schedule, self.data_seed, self.distributed = path, _schedule_key(config), data_seed, distributed
-
-    def states(self, model, opt):
-        if self.distributed is not None:
-            return self.distributed.state_dicts(model, opt)
-        return model.state_dict(), opt.state_dict()
-
-    def load(self, model, opt, gen, device) -> Optional[_Progress]:
-        """Restore model, optimizer, data generator and RNG states; the run's progress (None: no file)."""
-        if self.path is None or not Path(self.path).exists():
-            return None
-        ck = _read_checkpoint(self.path)
-        if ck["schedule"] != self.schedule or ck.get("data_seed") != self.data_seed:
-            raise ValueError(f"checkpoint {self.path} was written for another configuration "
-                             f"({ck['schedule']}, data_seed {ck.get('data_seed')}): refusing to resume")
-        _check_same_model(self.path, ck["model"], model)
-        try:
-            if self.distributed is not None:
-                self.distributed.load_state_dicts(model, opt, ck["model"], ck["optimizer"])
-            else:
-                model.load_state_dict(ck["model"])
-                model.to(device)
-                opt.load_state_dict(ck["optimizer"])
-            gen.set_state(ck["generator"])
-            _set_rng_state(ck["rng"], device)
-        except (RuntimeError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"checkpoint {self.path} does not fit this run ({type(e).__name__}: "
-                             f"{str(e)[:300]})") from e
-        return _Progress(ck["history"], ck["evals"], ck["recent_losses"], list(ck.get("skipped_steps", [])),
-                         ck["steps_done"], ck["tokens_seen"], ck["wall_seconds"], ck["calls"] + 1)
-
-    def save(self, model, opt, prog: _Progress, gen_state, rng, tokens_seen: int, wall: float) -> None:
-        """Write the state after ``prog.steps_done`` steps (atomically: a temporary file renamed)."""
-        model_sd, opt_sd = self.states(model, opt)
-        if self.distributed is not None and not self.distributed.is_writer:
-            return
-        _save_checkpoint(self.path, model=model_sd, optimizer=opt_sd, generator=gen_state, rng=rng,
-                         history=prog.history, evals=prog.evals, recent_losses=[float(v) for v in prog.recent],
-                         steps_done=prog.steps_done, tokens_seen=tokens_seen, wall_seconds=wall, calls=prog.calls,
-                         schedule=self.schedule, data_seed=self.data_seed, skipped_steps=prog.skipped)
-
-    def finish(self, model, opt, config: TrainConfig, steps_done: int, complete: bool, resumable: bool) -> None:
-        """Remove the resumable checkpoint of a complete run; write ``config.checkpoint`` (the final model
-        and optimizer) unless the run paused to be resumed."""
-        writer = self.distributed is None or self.distributed.is_writer
-        if self.distributed is not None:
-            self.distributed.mean(torch.zeros(()))   # every rank is past its last read of the checkpoint
-        if writer and complete and self.path is not None and Path(self.path).exists():
-            Path(self.path).unlink()
-        if config.checkpoint and not resumable:
-            model_sd, opt_sd = self.states(model, opt)
-            if writer:
-                Path(config.checkpoint).parent.mkdir(parents=True, exist_ok=True)
-                torch.save({"model": model_sd, "optimizer": opt_sd, "step": steps_done,
-                            "config": dataclasses.asdict(config)}, config.checkpoint)
 
 
 class _TimeBudget:
@@ -476,9 +338,11 @@ class _Step:
         t = t.full_tensor() if hasattr(t, "full_tensor") else t             # FSDP2: a DTensor norm
         return float(t) if self.distributed is None else self.distributed.mean(t)
 
-    def __call__(self, step: int, x, y, logged: bool):
-        """``(reason, loss value, loss)``: why the step was skipped (None: it was taken), the loss read to
-        the host (None where not read) and the loss tensor."""
+    def __call__(self, step: int, lr: float, x, y, logged: bool):
+        """Step ``step`` at learning rate ``lr``: ``(reason, loss value, loss)``, why the step was skipped
+        (None: it was taken), the loss read to the host (None where not read) and the loss tensor."""
+        for group in self.opt.param_groups:
+            group["lr"] = lr
         y_host = y if y.device.type == "cpu" else None
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         with _autocast(self.device, self.config.autocast_bf16):
@@ -529,6 +393,44 @@ def _bar(progress: bool, total: int, initial: int, desc: str):
     return tqdm(total=total, initial=initial, desc=desc, leave=False)
 
 
+def _book(prog: Progress, step: int, lr: float, lv, loss, n_tokens: int, logged: bool, keep: int,
+          distributed) -> None:
+    """Count a step that was taken: its tokens, its loss among the ``keep`` recent ones, the history."""
+    prog.tokens_seen += n_tokens
+    prog.recent = (prog.recent + [loss.detach() if distributed is None else torch.tensor(lv)])[-keep:]
+    if logged:
+        prog.history.append({"step": step, "loss": lv, "lr": lr})
+
+
+def _report(bar, callback, step: int, lv: Optional[float]) -> None:
+    """The bar and the callback after ``step`` (``lv``: the logged loss, None when nothing is logged)."""
+    if lv is not None:
+        if bar is not None:
+            bar.set_postfix(loss=f"{lv:.4f}")
+        if callback is not None:
+            callback(step, lv)
+    if bar is not None:
+        bar.update(1)
+
+
+def _evaluation_due(prog: Progress, config: TrainConfig, eval_sets: Dict) -> bool:
+    """A resumed run whose interrupt (checkpointed) came between a step and its evaluation."""
+    first = prog.steps_done
+    return bool(first and eval_sets and config.eval_every and first % config.eval_every == 0
+                and first < config.steps and (not prog.evals or prog.evals[-1]["step"] != first))
+
+
+def _result(model, config: TrainConfig, prog: Progress, final: Dict, lr: float, **counts) -> Dict:
+    """:func:`train`'s dict (``counts``: steps_requested, train_seconds, stopped_early, complete, data_seed)."""
+    recent = [float(v) for v in prog.recent]
+    return {"config": dataclasses.asdict(config), "history": prog.history, "evals": prog.evals,
+            "final": {k: v for k, v in final.items() if k != "step"}, "steps_done": prog.steps_done,
+            "wall_seconds": prog.wall_before + counts["train_seconds"], "calls": prog.calls,
+            "steps_planned": config.steps, "tokens_seen": prog.tokens_seen, "final_lr": lr,
+            "final_train_loss": math.fsum(recent) / len(recent) if recent else float("nan"),
+            "n_parameters": sum(p.numel() for p in model.parameters()), "skipped_steps": prog.skipped, **counts}
+
+
 def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch.Tensor, torch.Tensor]],
           config: TrainConfig, *, eval_sets: Optional[Dict[str, List]] = None, device=None,
           progress: bool = True, desc: str = "train", log_every: int = 10,
@@ -541,54 +443,51 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
 
     Args:
-        model: an ``nn.Module``; moved to ``device``.
+        model: an ``nn.Module``; moved to ``device`` (default: cuda if available, else cpu).
         sample: ``sample(step, generator) -> (inputs [B, T], targets [B, T])``, not empty; the generator is
             seeded by ``data_seed`` (default ``config.seed``): models trained with one seed see the same batches.
         config: a :class:`TrainConfig`.
         eval_sets: ``{name: [(inputs, targets), ...]}`` (any re-iterable of batches, e.g.
             :class:`GeneratedEval`) evaluated every ``config.eval_every`` steps and at the end.
-        device: default: cuda if available, else cpu.
-        progress: show a tqdm bar. desc: its label.
-        log_every: record the training loss every this many steps.
+        progress, desc: a tqdm bar and its label. log_every: record the training loss every this many steps.
         time_limit_s: a wall-clock budget that CUTS the schedule: after ``calibrate_steps`` timed steps
             ``config.steps`` is cut (``"steps_planned"``) so that the whole warm-up + cosine schedule fits;
             such a run is not ``complete``, so :func:`comparison_table` refuses it. Not with ``checkpoint_path``.
         per_position: the final evaluation also reports accuracy by position.
         checkpoint_path: a resumable checkpoint. If it exists (and ``resume``), training continues from it
             (model, optimiser, schedule position, data generator and RNG states, history: bit-identical on
-            CPU to an uninterrupted run); a file from another model or a damaged one is a ValueError naming
+            CPU to an uninterrupted run); a file of another model or a damaged one is a ValueError naming
             it. It is written whenever this call stops before the schedule ends.
         deadline: a ``time.time()`` value; training stops there WITHOUT changing the schedule (the run
             is then ``complete: False`` and resumes from ``checkpoint_path`` in a later call).
         stop_after_steps: stop once this many steps are done in all (same semantics as ``deadline``).
         callback: ``callback(step, loss)`` at every logged step.
-        on_nonfinite: what a bad batch does, always BEFORE the optimizer step. Targets outside ``[0, V)``
-            other than -100 are a ValueError naming the step, always. ``"raise"`` (default): a batch with
-            no scored position is a ``ValueError``, a NaN/inf loss or gradient (total norm, after the
-            backward pass) a ``FloatingPointError``, each naming the step, with model and optimizer exactly
-            as before that step. ``"skip"``: such a step makes no optimizer step (its tokens not counted, no
-            history entry) and is listed in ``"skipped_steps"``; the step index, schedule and data stream
-            advance as without it. Cost: on CPU the loss and the gradient norm are read every step; on CUDA
-            only at the logged steps (no added host sync); targets are checked on the host before the
-            transfer (targets that ``sample`` returns on the GPU only at the logged steps).
+        on_nonfinite: what a bad batch does, always BEFORE the optimizer step (targets outside ``[0, V)``
+            other than -100 are a ValueError naming the step, always). ``"raise"`` (default): a batch with
+            no scored position is a ``ValueError``, a NaN/inf loss or gradient (its total norm, after the
+            backward pass) a ``FloatingPointError``, each naming the step, with model and optimizer as before
+            that step. ``"skip"``: the step makes no optimizer step (its tokens not counted, no history entry)
+            and is listed in ``"skipped_steps"``; step index, schedule and data stream advance as without it.
+            Cost: on CPU the loss and the gradient norm are read every step, on CUDA at the logged steps only
+            (no added host sync); targets on the host before the transfer (on the GPU: at the logged steps).
         loss_fn: ``loss_fn(logits, targets) -> scalar`` replacing :func:`masked_loss` (e.g. distillation).
-        distributed: None, or the hooks of a data-parallel run (e.g. :class:`path_lib.experiments.train_cli.
-            DistributedHooks`, for a model already wrapped in DDP or FSDP2, ``sample`` returning this rank's
-            shard): ``world_size``, ``is_writer`` (the rank that writes files), ``mean(t) -> float`` (a scalar
-            averaged over the ranks, so every rank takes the same decisions), ``state_dicts(model, opt)`` (full
-            states, a collective) and ``load_state_dicts(model, opt, model_sd, opt_sd)``. The loss is then
-            read every step, ``tokens_seen`` counts all ranks, and ``deadline`` / ``time_limit_s`` are refused.
+        distributed: None, or the hooks of a data-parallel run (e.g. ``train_cli.DistributedHooks``, the model
+            already wrapped in DDP or FSDP2, ``sample`` returning this rank's shard): ``world_size``,
+            ``is_writer`` (the rank that writes files), ``mean(t) -> float`` (a scalar averaged over the ranks,
+            so every rank decides alike), ``state_dicts(model, opt)`` (full states, a collective) and
+            ``load_state_dicts(model, opt, model_sd, opt_sd)``. The loss is then read every step,
+            ``tokens_seen`` counts all ranks, and ``deadline`` / ``time_limit_s`` are refused.
 
     A ``KeyboardInterrupt`` in the loop closes the bar, writes the resumable checkpoint (with
     ``checkpoint_path``; the step in progress rolled back, so resuming is bit-identical on CPU; none from
     inside the optimizer step) and re-raises.
 
     Returns:
-        ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}],
-        "final": {name: metrics} (not for a run paused to be resumed), "steps_done", "steps_planned",
-        "steps_requested", "complete", "stopped_early", "tokens_seen", "final_lr", "final_train_loss" (mean
-        training loss of the last 10% of steps), "train_seconds" (this call), "wall_seconds" (all calls),
-        "calls", "data_seed", "n_parameters", "skipped_steps": [{"step", "reason"}]}``.
+        ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}], "final": {name:
+        metrics} (not for a run paused to be resumed), "steps_done", "steps_planned", "steps_requested",
+        "complete", "stopped_early", "tokens_seen", "final_lr", "final_train_loss" (mean of the last 10% of
+        steps), "train_seconds" (this call), "wall_seconds" (all calls), "calls", "data_seed",
+        "n_parameters", "skipped_steps": [{"step", "reason"}]}``.
     """
     _check_train_args(model, sample, config, log_every=log_every, calibrate_steps=calibrate_steps,
                       stop_after_steps=stop_after_steps, time_limit_s=time_limit_s, deadline=deadline,
@@ -598,55 +497,38 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     steps_requested, world = config.steps, 1 if distributed is None else distributed.world_size
     set_seed(config.seed)
-    gen = torch.Generator()
-    gen.manual_seed(config.seed if data_seed is None else data_seed)
-    model.to(device).train()
-    opt = _optimizer(model, config)
-    ckpt = _Checkpoints(checkpoint_path, config, data_seed, distributed)
-    prog = (ckpt.load(model, opt, gen, device) if resume else None) or _Progress()
-    keep, first = max(1, steps_requested // 10), prog.steps_done
-    bar = _bar(progress, config.steps, first, desc)
-    t0 = time.perf_counter()
-    budget, one_step = _TimeBudget(time_limit_s, calibrate_steps, t0), _Step(
-        model, opt, config, device, loss_fn, distributed, on_nonfinite, prog.skipped)
+    gen = torch.Generator().manual_seed(config.seed if data_seed is None else data_seed)
+    opt = _optimizer(model.to(device).train(), config)
+    ckpt = Checkpoints(checkpoint_path, config, data_seed, distributed)
+    prog = (ckpt.load(model, opt, gen, device) if resume else None) or Progress()
+    keep, t0, bar = max(1, steps_requested // 10), time.perf_counter(), _bar(progress, config.steps, prog.steps_done, desc)
+    budget = _TimeBudget(time_limit_s, calibrate_steps, t0)
+    one_step = _Step(model, opt, config, device, loss_fn, distributed, on_nonfinite, prog.skipped)
     evaluate_at = lambda at, by_position=False: _run_evals(model, eval_sets, config, device, prog.evals, at,
                                                            by_position)
-    if (first and eval_sets and config.eval_every and first % config.eval_every == 0 and first < config.steps
-            and (not prog.evals or prog.evals[-1]["step"] != first)):
-        evaluate_at(first)             # an interrupt (checkpointed) came between a step and its evaluation
+    if _evaluation_due(prog, config, eval_sets):
+        evaluate_at(prog.steps_done)
     stopped_early = paused = False
-    lr, snap, step = lr_at(max(first - 1, 0), config), None, first - 1
+    lr, snap, step = lr_at(max(prog.steps_done - 1, 0), config), None, prog.steps_done - 1
     try:
         while step + 1 < config.steps:
             if (deadline is not None and time.time() > deadline) or \
                     (stop_after_steps is not None and step + 1 >= stop_after_steps):
                 stopped_early = paused = True
                 break
-            if checkpoint_path is not None:    # the state to roll back to if this step is interrupted
-                snap = (gen.get_state(), _rng_state(device), prog.tokens_seen)
+            snap = ckpt.snapshot(gen, device, prog.tokens_seen)
             one_step.phase, step = "pre", step + 1
             config = budget.fit(step, config)
             if bar is not None and bar.total != config.steps:
                 bar.total = config.steps
             lr = lr_at(step, config)
-            for group in opt.param_groups:
-                group["lr"] = lr
             x, y = _checked_batch(sample(step, gen), step)
             logged = step % log_every == 0 or step == config.steps - 1
-            reason, lv, loss = one_step(step, x, y, logged)
+            reason, lv, loss = one_step(step, lr, x, y, logged)
             if reason is None:
-                prog.tokens_seen += x.numel() * world
-                prog.recent = (prog.recent + [loss.detach() if distributed is None else torch.tensor(lv)])[-keep:]
-                if logged:
-                    prog.history.append({"step": step, "loss": lv, "lr": lr})
+                _book(prog, step, lr, lv, loss, x.numel() * world, logged, keep, distributed)
             prog.steps_done, one_step.phase = step + 1, "post"
-            if logged and reason is None:
-                if bar is not None:
-                    bar.set_postfix(loss=f"{lv:.4f}")
-                if callback is not None:
-                    callback(step, lv)
-            if bar is not None:
-                bar.update(1)
+            _report(bar, callback, step, lv if logged and reason is None else None)
             if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < config.steps and eval_sets:
                 evaluate_at(step + 1)
             if budget.spent():
@@ -655,34 +537,25 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     except BaseException as exc:
         if bar is not None:
             bar.close()
-        if (isinstance(exc, KeyboardInterrupt) and checkpoint_path is not None and one_step.phase != "update"
-                and distributed is None):           # (distributed: the other ranks are not at this point)
-            wall = prog.wall_before + time.perf_counter() - t0
-            state = snap if one_step.phase == "pre" and snap is not None else \
-                (gen.get_state(), _rng_state(device), prog.tokens_seen)
-            ckpt.save(model, opt, prog, *state, wall)
+        if isinstance(exc, KeyboardInterrupt):
+            ckpt.on_interrupt(model, opt, prog, one_step.phase, snap, gen, device,
+                              prog.wall_before + time.perf_counter() - t0)
         raise
     if bar is not None:
         bar.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    recent = [float(v) for v in prog.recent]
     train_seconds = time.perf_counter() - t0
-    wall = prog.wall_before + train_seconds
     complete = prog.steps_done == steps_requested and config.steps == steps_requested
     if not complete and checkpoint_path is not None and prog.steps_done < config.steps:
-        ckpt.save(model, opt, prog, gen.get_state(), _rng_state(device), prog.tokens_seen, wall)
+        ckpt.save(model, opt, prog, gen.get_state(), rng_state(device), prog.tokens_seen,
+                  prog.wall_before + train_seconds)
     resumable = paused and checkpoint_path is not None     # stopped to be resumed: no final evaluation
     final = evaluate_at(prog.steps_done, per_position) if eval_sets and not resumable else {"step": prog.steps_done}
     ckpt.finish(model, opt, config, prog.steps_done, complete, resumable)
-    return {"config": dataclasses.asdict(config), "history": prog.history, "evals": prog.evals,
-            "final": {k: v for k, v in final.items() if k != "step"}, "steps_done": prog.steps_done,
-            "train_seconds": train_seconds, "wall_seconds": wall, "calls": prog.calls,
-            "stopped_early": stopped_early, "steps_planned": config.steps, "steps_requested": steps_requested,
-            "complete": complete, "tokens_seen": prog.tokens_seen, "final_lr": lr,
-            "final_train_loss": math.fsum(recent) / len(recent) if recent else float("nan"),
-            "data_seed": config.seed if data_seed is None else data_seed,
-            "n_parameters": sum(p.numel() for p in model.parameters()), "skipped_steps": prog.skipped}
+    return _result(model, config, prog, final, lr, steps_requested=steps_requested, train_seconds=train_seconds,
+                   stopped_early=stopped_early, complete=complete,
+                   data_seed=config.seed if data_seed is None else data_seed)
 
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
