@@ -330,6 +330,7 @@ class _Step:
         if self.on_nonfinite == "raise":
             raise error
         self.phase = "update"
+        self.opt.zero_grad(set_to_none=True)             # a skipped step leaves no gradient behind
         self.skipped.append({"step": step, "reason": reason})
         return reason
 

@@ -8,13 +8,10 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn as nn
-
-if TYPE_CHECKING:
-    from .train import TrainConfig
 
 __all__ = ["Progress", "Checkpoints", "read_checkpoint", "check_same_model", "schedule_key", "rng_state",
            "set_rng_state", "save_atomically", "CHECKPOINT_KEYS"]
@@ -36,8 +33,8 @@ def set_rng_state(st: Dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(st["cuda"], device)
 
 
-def schedule_key(cfg: TrainConfig) -> Dict:
-    """The parts of a config a resumed run must share with its checkpoint (all but the final checkpoint path)."""
+def schedule_key(cfg) -> Dict:
+    """The parts of a config (a ``TrainConfig``) a resumed run must share with its checkpoint (all but the final checkpoint path)."""
     d = dataclasses.asdict(cfg)
     d.pop("checkpoint", None)
     d["betas"] = list(d["betas"])
@@ -104,7 +101,7 @@ class Checkpoints:
     when a call stops before the schedule ends or is interrupted, :meth:`finish` after the last step. Full
     states (``distributed.state_dicts`` on a data-parallel run), written by the writer rank only."""
 
-    def __init__(self, path, config: TrainConfig, data_seed, distributed):
+    def __init__(self, path, config, data_seed, distributed):
         self.path, self.schedule, self.data_seed, self.distributed = path, schedule_key(config), data_seed, distributed
 
     def states(self, model, opt):
@@ -160,7 +157,7 @@ class Checkpoints:
                                                                   prog.tokens_seen)
         self.save(model, opt, prog, *state, wall)
 
-    def finish(self, model, opt, config: TrainConfig, steps_done: int, complete: bool, resumable: bool) -> None:
+    def finish(self, model, opt, config, steps_done: int, complete: bool, resumable: bool) -> None:
         """Remove the resumable checkpoint of a complete run; write ``config.checkpoint`` (the final model
         and optimizer) unless the run paused to be resumed."""
         writer = self.distributed is None or self.distributed.is_writer
