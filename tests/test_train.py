@@ -370,7 +370,7 @@ def test_keyboard_interrupt_checkpoints_and_resumes(tmp_path, monkeypatch, where
     _assert_same_run(m1, a, m3, b)
 
 
-# ---------------------------------------------------------------------------------------------- non-finite gradients, damaged checkpoints, empty batches
+# ---------------------------------------------------------------------------------------------- non-finite gradients, bad checkpoints
 
 def _nan_grad_at(model, bad_step):
     """A hook on the first parameter that makes its gradient NaN in the backward pass of step ``bad_step``
