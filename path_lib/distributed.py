@@ -67,8 +67,11 @@ Before any data moves, every rank's shapes, dtype, gate presence, scale, whether
 and whether its own inputs passed validation, are all-gathered in one small float64 tensor; a
 disagreement (chunks of different lengths, different heads, a rank whose inputs are invalid) raises the
 same ``ValueError`` on every rank (the rank with the bad input raises its own error, naming the
-argument) instead of leaving some ranks waiting in a collective. ``check_ranks=False`` skips this (one
-small collective and one host read per call). Every rank must then run the backward, or none.
+argument) instead of leaving some ranks waiting in a collective. That small collective (and its host
+read) runs on every call: the summaries' all-gather is only well-formed when every rank sends a buffer of
+the same size and dtype, and a mismatch there would abort the process (gloo) or hang it. ``check_ranks=False``
+compares only what fixes that buffer (validity, shapes, gate presence, dtype) and skips the agreement on
+the scale and on gradient recording: every rank must then pass the same scale and run the backward, or none.
 """
 from __future__ import annotations
 
@@ -83,7 +86,7 @@ from .reference.householder import (_block_product, _boundary_adjusted_keys, _bo
                                     _ut_transform)
 
 __all__ = ["context_parallel_path_attention", "chunked_path_attention", "context_parallel_costs",
-           "summary_numel", "run_gloo_group", "self_check_rank", "CP_IMPLS"]
+           "summary_numel", "CP_IMPLS"]
 
 #: local work of a chunk: "blockwise" (the PyTorch scan, any device and dtype), "triton" (the kernels for
 #: the chunk's own keys, PyTorch for the earlier chunks'), "auto" (triton on CUDA when the kernels fit and
@@ -92,6 +95,8 @@ CP_IMPLS = ("auto", "blockwise", "triton")
 
 _DTYPE_CODES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4}
 _FIELDS = ("B", "T_local", "Hq", "Hk", "D", "Dv", "has_g", "dtype", "scale", "grad", "valid")
+#: the fields that fix the size and dtype of the summaries' all-gather (compared even with check_ranks=False)
+_LAYOUT_FIELDS = ("B", "T_local", "Hq", "Hk", "D", "Dv", "has_g", "dtype")
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -543,8 +548,9 @@ def _describe(q, k, v, w, beta, g, scale, valid: bool) -> torch.Tensor:
                          _DTYPE_CODES[q.dtype], scale, float(grad), 1.0], dtype=torch.float64)
 
 
-def _agree(rows: torch.Tensor, rank: int, own_error: Optional[BaseException]):
-    """Raise the same error on every rank if a rank's inputs were invalid or the ranks disagree."""
+def _agree(rows: torch.Tensor, rank: int, own_error: Optional[BaseException], compare=_FIELDS[:-1]):
+    """Raise the same error on every rank if a rank's inputs were invalid or the ranks disagree on one of
+    the ``compare`` fields. ``rows [R, len(_FIELDS)]``: every rank's :func:`_describe`."""
     bad = [s for s in range(rows.shape[0]) if rows[s, -1] != 1.0]
     if bad:
         if own_error is not None:
@@ -561,6 +567,8 @@ def _agree(rows: torch.Tensor, rank: int, own_error: Optional[BaseException]):
     inv = {c: _name_dtype(d) for d, c in _DTYPE_CODES.items()}
     show = {"dtype": lambda x: inv[int(x)], "scale": lambda x: f"{x:.6g}", "has_g": bool, "grad": bool}
     for f, name in enumerate(_FIELDS[:-1]):
+        if name not in compare:
+            continue
         col = rows[:, f]
         if bool((col != col[0]).any()):
             shown = ", ".join(f"rank {s}: {show.get(name, int)(x)}" for s, x in enumerate(col.tolist()))
@@ -584,8 +592,10 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
         group: the process group (default: the world); ``torch.distributed`` must be initialised.
         block_size: block length of the local blockwise scan.
         check_values: also check values locally (finite, beta range, unit w, g <= 0).
-        check_ranks: agree on shapes and validity across ranks before any data moves (see the module
-            docstring); False skips that collective.
+        check_ranks: agree on shapes, dtype, validity, scale and gradient recording across ranks before
+            any data moves (see the module docstring). False compares only what the summaries' all-gather
+            needs (validity, shapes, gate presence, dtype): a mismatch there is still the same
+            ``ValueError`` on every rank, never a crash or a hang.
         impl: the local work (``CP_IMPLS``): ``"blockwise"`` the PyTorch scan; ``"triton"`` the kernels for the
             chunk's own keys (q in float16 / bfloat16 / float32, ``D`` in 32 / 64 / 128, ``Dv = D``, CUDA or
             ``TRITON_INTERPRET=1``) and PyTorch for the earlier chunks'; ``"auto"`` triton on CUDA when the
@@ -606,15 +616,12 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
         scale = check_scale(scale, D)
         impl = _resolve_impl(impl, q, v)
     except (TypeError, ValueError) as e:
-        if not check_ranks:
-            raise
-        err = e
+        err = e                                 # raised after the exchange, so no rank waits for this one
     cdev = _collective_device(backend, q if err is None else None)
-    if check_ranks:
-        desc = _describe(q, k, v, w, beta, g, scale, err is None).to(cdev)
-        rows = desc.new_empty(world, desc.numel())
-        _dist().all_gather(list(rows.unbind(0)), desc, group=grp)
-        _agree(rows.cpu(), rank, err)
+    desc = _describe(q, k, v, w, beta, g, scale, err is None).to(cdev)
+    rows = desc.new_empty(world, desc.numel())
+    _dist().all_gather(list(rows.unbind(0)), desc, group=grp)
+    _agree(rows.cpu(), rank, err, _FIELDS[:-1] if check_ranks else _LAYOUT_FIELDS)
     Dv = v.shape[3]
     if L == 0:
         return q.new_zeros(B, 0, Hq, Dv)
@@ -705,121 +712,3 @@ def context_parallel_costs(seq_len: int, world_size: int, *, n_heads: int, head_
         "imbalance": pairs(R - 1) / (sum(pairs(k) for k in range(R)) / R),
         "allgather_memory": R * summary * bytes_per_element, "ring_memory": min(R, 2) * summary * bytes_per_element,
     }
-
-
-# ----------------------------------------------------------------------------------------------
-# a CPU process group on this machine (tests, the book's demonstration, a self-check)
-# ----------------------------------------------------------------------------------------------
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _gloo_worker(fn, rank, world, port, args, results, timeout):
-    import datetime
-    import traceback
-    dist = _dist()
-    torch.set_num_threads(1)
-    try:
-        # the group's own timeout comes after the parent's, which kills a hung group first
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=timeout + 30))
-        results.put((rank, True, fn(rank, world, *args)))
-    except BaseException:                                  # noqa: BLE001  reported to the parent
-        results.put((rank, False, traceback.format_exc()))
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
-def run_gloo_group(fn, world_size: int, *args, timeout: float = 60.0) -> list:
-    """Run ``fn(rank, world_size, *args)`` in ``world_size`` CPU processes joined in a gloo group on this
-    machine; returns their results (picklable values) in rank order.
-
-    The processes are forked from a forkserver that imports torch once. ``fn`` must live in an importable
-    module (not ``__main__`` or a notebook). A rank that raises makes this raise a ``RuntimeError`` with
-    its traceback; if the group has not finished after ``timeout`` seconds (a hang), every process is
-    killed and a ``TimeoutError`` raised, so a caller never blocks.
-    """
-    import multiprocessing as mp
-    import queue
-    import time
-    check_int(world_size, "world_size", minimum=1)
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    module = getattr(fn, "__module__", None)
-    if module in (None, "__main__") or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
-        raise TypeError("fn must be a module-level function of an importable module (the processes import it "
-                        f"by name), got {getattr(fn, '__qualname__', fn)!r} in {module!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    ctx = mp.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(["torch", "torch.distributed", __name__, module])
-    results = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_gloo_worker, args=(fn, r, world_size, port, args, results, timeout), daemon=True)
-             for r in range(world_size)]
-    for p in procs:
-        p.start()
-    got, end = {}, time.monotonic() + timeout
-    try:
-        while len(got) < world_size:
-            try:
-                rank, ok, value = results.get(timeout=0.2)
-                got[rank] = (ok, value)
-                continue
-            except queue.Empty:
-                pass
-            dead = [r for r, p in enumerate(procs) if r not in got and p.exitcode is not None]
-            if dead:
-                raise RuntimeError(f"rank {dead[0]} exited with status {procs[dead[0]].exitcode} before reporting")
-            if time.monotonic() > end:
-                raise TimeoutError(f"the {world_size}-process gloo group running {fn.__qualname__} did not finish "
-                                   f"within {timeout} s (a hang?); its processes were killed")
-    finally:
-        for p in procs:
-            p.join(timeout=5.0 if len(got) == world_size else 0.0)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    failed = [(r, v) for r, (ok, v) in sorted(got.items()) if not ok]
-    if failed:
-        raise RuntimeError(f"rank {failed[0][0]} of the gloo group failed:\n{failed[0][1]}")
-    return [got[r][1] for r in range(world_size)]
-
-
-def self_check_rank(rank: int, world_size: int, *, chunk_len: int = 6, n_heads: int = 4, n_kv_heads: int = 2,
-                    head_dim: int = 8, gate: bool = True, block_size: int = 4, seed: int = 0) -> Dict:
-    """Inside a process group: this rank's :func:`context_parallel_path_attention` against
-    ``path_attention(impl="explicit")`` on the whole sequence (float64, the same random inputs on every
-    rank), outputs and the six gradients. Returns ``{"rank", "max_error" (largest absolute error of the
-    output and all gradients), "errors" (per tensor), "seconds" (the call with its backward),
-    "sent_numbers" (this rank's summary), "seq_len"}``."""
-    import time
-    from .impl import path_attention
-    gen = torch.Generator().manual_seed(seed)
-    B, L, T = 1, chunk_len, chunk_len * world_size
-    f64 = dict(generator=gen, dtype=torch.float64)
-    q, k, v = (torch.randn(B, T, h, head_dim, **f64) for h in (n_heads, n_kv_heads, n_kv_heads))
-    w = torch.nn.functional.normalize(torch.randn(B, T, n_kv_heads, head_dim, **f64), dim=-1)
-    beta = 2 * torch.rand(B, T, n_kv_heads, **f64)
-    g = torch.nn.functional.logsigmoid(torch.randn(B, T, n_heads, **f64)) if gate else None
-    full = [x.requires_grad_(True) for x in (q, k, v, w, beta, g) if x is not None]
-    do = torch.randn(B, T, n_heads, head_dim, **f64)
-    ref = path_attention(*full, *([] if gate else [None]), impl="explicit")
-    ref_grads = torch.autograd.grad(ref, full, do)
-    mine = [x.detach()[:, rank * L:(rank + 1) * L].clone().requires_grad_(True) for x in full]
-    t0 = time.perf_counter()
-    out = context_parallel_path_attention(*mine, *([] if gate else [None]), block_size=block_size)
-    grads = torch.autograd.grad(out, mine, do[:, rank * L:(rank + 1) * L])
-    seconds = time.perf_counter() - t0
-    names = ["o", "dq", "dk", "dv", "dw", "dbeta", "dg"][:1 + len(full)]
-    pairs = [(out, ref)] + list(zip(grads, ref_grads))
-    errors = {n: float((a - b[:, rank * L:(rank + 1) * L]).detach().abs().max()) for n, (a, b) in zip(names, pairs)}
-    return {"rank": rank, "max_error": max(errors.values()), "errors": errors, "seconds": seconds,
-            "sent_numbers": summary_numel(B, L, n_heads, n_kv_heads, head_dim, gate=gate), "seq_len": T}

@@ -24,7 +24,7 @@ they cost no device synchronisation and no graph break, i.e. on CPU tensors outs
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 
@@ -295,10 +295,11 @@ def check_tokens(tokens, vocab_size: int, *, ndim: int = 2, min_len: int = 0, na
         raise ValueError(f"{name} must lie in [0, {vocab_size}){suffix}")
 
 
-def check_cu_seqlens(cu_seqlens, batch_size: int, total: int) -> torch.Tensor:
+def check_cu_seqlens(cu_seqlens, batch_size: int, total: int) -> List[int]:
     """Packed-sequence offsets ``cu_seqlens [N + 1]`` (int32 or int64, from 0 to ``total``, non-decreasing)
-    for a batch of size 1 (sequences packed along T); read to the host once. Returns them as an int64 CPU
-    tensor. (``kernels/`` keeps its own copy of this check, inside the code the GPU sweep verified.)"""
+    for a batch of size 1 (sequences packed along T); read to the host once. Returns them as a list of
+    ``N + 1`` ints. The one check of the library's callers (``path_lib.nn.padding`` re-exports it);
+    ``path_lib.kernels`` keeps its own copy inside the code the GPU sweep verified (hashed, unchanged)."""
     if not isinstance(cu_seqlens, torch.Tensor):
         raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
     check_device(cu_seqlens, "cu_seqlens")
@@ -314,4 +315,4 @@ def check_cu_seqlens(cu_seqlens, batch_size: int, total: int) -> torch.Tensor:
                          f"{int(cs[0])} ... {int(cs[-1])}")
     if bool((cs[1:] < cs[:-1]).any()):
         raise ValueError("cu_seqlens must be non-decreasing")
-    return cs
+    return cs.tolist()

@@ -1,5 +1,5 @@
 """Per-rank functions for tests/test_distributed.py and tests/test_train_cli.py: each runs inside a gloo
-group on the CPU, started by ``path_lib.distributed.run_gloo_group(fn, world_size, ...)`` (which kills
+group on the CPU, started by ``path_lib.book.gloo_group.run_gloo_group(fn, world_size, ...)`` (which kills
 the group if it outlives its timeout), and returns a picklable result."""
 from __future__ import annotations
 
@@ -94,6 +94,25 @@ def run_bad(rank, world):
     return out
 
 
+def run_unchecked_mismatch(rank, world):
+    """``check_ranks=False`` with chunks that cannot be all-gathered (different lengths, float32 against
+    float64) or bad input on one rank: every rank raises a named error (no abort, no hang), and the group
+    is still in step afterwards."""
+    L = 4
+    base = random_path_inputs(B=1, T=L, Hq=2, Hk=2, D=4, gate=True, seed=7 + rank)
+    q, k, v, w, beta, g = base
+    call = lambda *x: context_parallel_path_attention(*x, check_ranks=False, block_size=3)   # noqa: E731
+    longer = random_path_inputs(B=1, T=L + 2, Hq=2, Hk=2, D=4, gate=True, seed=8)
+    out = {"lengths": _error_of(lambda: call(*(longer if rank == 1 else base))),
+           "dtype": _error_of(lambda: call(*(x.float() if rank == 0 else x for x in base))),
+           "bad_beta": _error_of(lambda: call(q, k, v, w, beta[:, :, :1] if rank == 1 else beta, g))}
+    full = [torch.cat([random_path_inputs(B=1, T=L, Hq=2, Hk=2, D=4, gate=True, seed=7 + s)[i]
+                       for s in range(world)], dim=1) for i in range(6)]
+    ref = path_attention(*full, impl="explicit")[:, rank * L:(rank + 1) * L]
+    out["after_err"] = float((call(*base) - ref).abs().max())
+    return out
+
+
 TRAIN_ARGS = ["--steps", "6", "--batch", "4", "--seq-len", "24", "--d-model", "32", "--log-every", "1",
               "--corpus-bytes", "600000", "--eval-batches", "1", "--warmup", "2"]
 
@@ -136,7 +155,7 @@ def hang_on_rank1(rank, world):
 
 
 def self_check_no_gate(rank, world):
-    from path_lib.distributed import self_check_rank
+    from path_lib.book.gloo_group import self_check_rank
     return self_check_rank(rank, world, gate=False, block_size=5)
 
 

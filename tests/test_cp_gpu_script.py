@@ -39,7 +39,7 @@ def test_script_case_on_cpu_under_the_triton_interpreter():
     import json
     import pytest
     pytest.importorskip("triton")
-    from path_lib.distributed import _free_port as free_port
+    from path_lib.book.gloo_group import free_port
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", CPU_CASE % free_port()], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)

@@ -53,7 +53,7 @@ def test_chunked_kernel_path_matches_explicit(B, T, Hq, Hk, gate, n_chunks, bloc
 
 @needs_interpreter
 def test_two_ranks_with_the_kernels_match_explicit():
-    from path_lib.distributed import run_gloo_group
+    from path_lib.book.gloo_group import run_gloo_group
     for rank, r in enumerate(run_gloo_group(dist_workers.run_cp_kernels, 2, timeout=300.0)):
         assert r["dtype"] == "torch.float32"
         assert r["out_err"] < 1e-5 * r["out_scale"], (rank, r)

@@ -10,9 +10,9 @@ import torch
 import dist_workers
 from helpers import random_path_inputs
 from path_lib.impl import path_attention
+from path_lib.book.gloo_group import run_gloo_group, self_check_rank
 from path_lib.distributed import (chunked_path_attention, context_parallel_costs,
-                                  context_parallel_path_attention, run_gloo_group, self_check_rank,
-                                  summary_numel)
+                                  context_parallel_path_attention, summary_numel)
 
 
 def run_case(fn, world, timeout=60.0):
@@ -53,6 +53,19 @@ def test_bad_input_fails_on_every_rank():
     assert "rank(s) [0]" in r1["not_tensor"]["msg"]
     # no rank fell out of step: a good call afterwards is right
     assert r0["after_err"] < 1e-12 and r1["after_err"] < 1e-12
+
+
+def test_unchecked_ranks_still_refuse_chunks_that_cannot_be_gathered():
+    """check_ranks=False: chunks of different lengths (or dtypes) would abort gloo's all-gather; the shapes
+    the ranks exchange first make it the same named ValueError on every rank instead."""
+    r0, r1 = run_case(dist_workers.run_unchecked_mismatch, 2)
+    for r in (r0, r1):
+        assert r["lengths"]["type"] == "ValueError", r["lengths"]
+        assert "T_local" in r["lengths"]["msg"] and "rank 0: 4, rank 1: 6" in r["lengths"]["msg"]
+        assert r["dtype"]["type"] == "ValueError" and "dtype" in r["dtype"]["msg"], r["dtype"]
+        assert "float32" in r["dtype"]["msg"] and "float64" in r["dtype"]["msg"]
+        assert r["after_err"] < 1e-12
+    assert "beta must have shape" in r1["bad_beta"]["msg"] and "rank(s) [1]" in r0["bad_beta"]["msg"]
 
 
 def test_not_initialised_is_a_clear_error():
@@ -148,7 +161,7 @@ def test_launcher_reports_failures_and_kills_hangs():
 
 
 def test_self_check_on_two_ranks():
-    """The library's self-check (used by the book's demonstration) finds float64 agreement."""
+    """The book's self-check (the scale-out chapter's demonstration) finds float64 agreement."""
     for gate in (True, False):
         res = run_case(self_check_rank, 2) if gate else run_gloo_group(dist_workers.self_check_no_gate, 2)
         assert [r["rank"] for r in res] == [0, 1]

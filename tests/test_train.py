@@ -368,3 +368,98 @@ def test_keyboard_interrupt_checkpoints_and_resumes(tmp_path, monkeypatch, where
     b = train(m3, _sample, cfg, eval_sets=ev, progress=False, device="cpu", log_every=1, checkpoint_path=str(ck))
     assert b["complete"] and b["calls"] == 2 and not ck.exists()
     _assert_same_run(m1, a, m3, b)
+
+
+# ---------------------------------------------------------------------------------------------- non-finite gradients, bad checkpoints
+
+def _nan_grad_at(model, bad_step):
+    """A hook on the first parameter that makes its gradient NaN in the backward pass of step ``bad_step``
+    (the loss stays finite)."""
+    calls = [0]
+
+    def hook(grad):
+        calls[0] += 1
+        return grad * float("nan") if calls[0] - 1 == bad_step else grad
+    next(model.parameters()).register_hook(hook)
+    return calls
+
+
+@pytest.mark.parametrize("grad_clip", [1.0, 0.0])
+def test_nonfinite_gradient_raises_naming_the_step(grad_clip):
+    cfg = TrainConfig(steps=6, lr=1e-2, warmup=1, grad_clip=grad_clip)
+    model = _fresh("rope")
+    _nan_grad_at(model, 3)
+    seen = {}
+
+    def cb(step, loss):
+        assert loss == loss                      # the loss itself stays finite
+        seen["params"], seen["steps"] = _params(model), step + 1
+
+    with pytest.raises(FloatingPointError, match=r"gradient became non-finite .* at step 3"):
+        train(model, _sample, cfg, progress=False, device="cpu", log_every=1, callback=cb)
+    assert seen["steps"] == 3
+    for k, v in model.state_dict().items():      # exactly the state after step 2
+        assert torch.equal(v, seen["params"][k]), k
+
+
+@pytest.mark.parametrize("grad_clip", [1.0, 0.0])
+def test_nonfinite_gradient_skip_leaves_the_parameters(grad_clip):
+    cfg = TrainConfig(steps=4, lr=1e-2, warmup=1, grad_clip=grad_clip)
+    model = _fresh("rope")
+    _nan_grad_at(model, 3)                       # the last step
+    seen = {}
+    res = train(model, _sample, cfg, progress=False, device="cpu", log_every=1, on_nonfinite="skip",
+                callback=lambda step, loss: seen.update(params=_params(model), step=step))
+    assert seen["step"] == 2 and [s["step"] for s in res["skipped_steps"]] == [3]
+    assert "gradient norm nan" in res["skipped_steps"][0]["reason"]
+    assert res["steps_done"] == 4 and res["tokens_seen"] == 3 * 8 * 16
+    for k, v in model.state_dict().items():      # step 3 changed nothing
+        assert torch.equal(v, seen["params"][k]), k
+        assert torch.isfinite(v).all(), k
+
+
+def _paused_checkpoint(tmp_path, cfg):
+    ck = tmp_path / "ck.pt"
+    train(_fresh("rope"), _sample, cfg, progress=False, device="cpu", checkpoint_path=str(ck), stop_after_steps=2)
+    assert ck.exists()
+    return ck
+
+
+def test_checkpoint_of_another_model_is_named(tmp_path):
+    cfg = TrainConfig(steps=5, lr=1e-3, warmup=1)
+    ck = _paused_checkpoint(tmp_path, cfg)
+    torch.manual_seed(0)
+    wider = TinyLM(5, d_model=24, n_layers=1, n_heads=2, attention="rope")
+    with pytest.raises(ValueError, match=r"ck\.pt was written for another model: .*in the file but"):
+        train(wider, _sample, cfg, progress=False, device="cpu", checkpoint_path=str(ck))
+    deeper = TinyLM(5, d_model=16, n_layers=2, n_heads=2, attention="rope")
+    with pytest.raises(ValueError, match=r"ck\.pt was written for another model: missing \["):
+        train(deeper, _sample, cfg, progress=False, device="cpu", checkpoint_path=str(ck))
+    done = train(_fresh("rope"), _sample, cfg, progress=False, device="cpu", checkpoint_path=str(ck))
+    assert done["complete"] and done["calls"] == 2          # the right model still resumes
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "not_ours"])
+def test_damaged_checkpoint_is_named(tmp_path, damage):
+    cfg = TrainConfig(steps=5, lr=1e-3, warmup=1)
+    ck = _paused_checkpoint(tmp_path, cfg)
+    data = ck.read_bytes()
+    if damage == "truncated":
+        ck.write_bytes(data[:len(data) // 2])
+    elif damage == "garbage":
+        ck.write_bytes(bytes(range(256)) * 4)
+    else:
+        torch.save({"model": {}, "steps_done": 2}, ck)
+    word = "is not a resumable checkpoint" if damage == "not_ours" else "corrupted or truncated"
+    with pytest.raises(ValueError, match=f"checkpoint .*ck\\.pt .*{word}"):
+        train(_fresh("rope"), _sample, cfg, progress=False, device="cpu", checkpoint_path=str(ck))
+
+
+def test_empty_batch_is_named():
+    def empty_at_1(step, gen):
+        x, y = _sample(step, gen)
+        return (x[:0], y[:0]) if step == 1 else (x, y)
+    with pytest.raises(ValueError, match=r"step 1: sample returned an empty batch \(inputs \(0, 16\)"):
+        train(_fresh("rope"), empty_at_1, TrainConfig(steps=3, warmup=1), progress=False, device="cpu")
+    with pytest.raises(TypeError, match="step 0: sample must return"):
+        train(_fresh("rope"), lambda s, g: _sample(s, g)[0], TrainConfig(steps=3, warmup=1), progress=False)

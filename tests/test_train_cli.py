@@ -9,7 +9,7 @@ import math
 import pytest
 
 import dist_workers
-from path_lib.distributed import run_gloo_group
+from path_lib.book.gloo_group import run_gloo_group
 from path_lib.records import read_result
 from path_lib.experiments.train_cli import run, shard_rows
 

@@ -507,14 +507,14 @@ def blockwise_path_attention(q, k, v, w, beta, g=None, *, scale=None, block_size
         o, _ = forward(qp, kp, vp, wp, bp, G, scale, BT, SB, FR)
         return o[:, :T].to(q.dtype)
 
-    lens = (cs[1:] - cs[:-1]).tolist()
+    lens = [b - a for a, b in zip(cs, cs[1:])]
     Tmax = max(max(lens), 1)
     SB = seg_blocks if seg_blocks is not None else default_seg_blocks(Tmax, D, BT)
     Tp = -(-Tmax // BT) * BT
     FR = _check_fwd_rows(fwd_rows, BT, SB, Tp // BT)
     # gather index into [N, Tp]: the packed row, or T (an appended zero row) for padding
     idx = torch.full((len(lens), Tp), T, dtype=torch.long)
-    for i, (s0, L) in enumerate(zip(cs[:-1].tolist(), lens)):
+    for i, (s0, L) in enumerate(zip(cs[:-1], lens)):
         idx[i, :L] = torch.arange(s0, s0 + L)
     idx = idx.to(q.device)
 

@@ -28,8 +28,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .comparison import (UnequalTrainingError, check_equal_training, comparison_table, format_comparison,
+                         json_key, paired_differences, run_record)
 from .hardware import hardware
 from ..records import write_result
+from .train_state import Checkpoints, Progress, rng_state
 
 __all__ = [
     "TrainConfig", "Preset", "PRESETS", "task_preset", "hardware", "set_seed", "lr_at", "masked_loss",
@@ -202,28 +205,6 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
     return out
 
 
-def _rng_state(device: torch.device) -> Dict:
-    st = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if device.type == "cuda":
-        st["cuda"] = torch.cuda.get_rng_state(device)
-    return st
-
-
-def _set_rng_state(st: Dict, device: torch.device) -> None:
-    torch.set_rng_state(st["torch"])
-    random.setstate(st["python"])
-    if device.type == "cuda" and "cuda" in st:
-        torch.cuda.set_rng_state(st["cuda"], device)
-
-
-def _schedule_key(cfg: TrainConfig) -> Dict:
-    """The parts of a config a resumed run must share with its checkpoint (all but the final checkpoint path)."""
-    d = dataclasses.asdict(cfg)
-    d.pop("checkpoint", None)
-    d["betas"] = list(d["betas"])
-    return d
-
-
 def _check_int(name: str, v, lo: int, *, optional: bool = False) -> None:
     if optional and v is None:
         return
@@ -250,85 +231,13 @@ def _check_targets(y: torch.Tensor, vocab: int, step: int) -> bool:
     return m < vocab
 
 
-def _save_checkpoint(path, **state) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = str(path) + ".tmp"
-    torch.save(state, tmp)
-    Path(tmp).replace(path)
+# ----------------------------------------------------------------------------------------------
+# the training loop's parts: arguments, the time budget, bad batches, one step (checkpoints: train_state)
+# ----------------------------------------------------------------------------------------------
 
-
-def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch.Tensor, torch.Tensor]],
-          config: TrainConfig, *, eval_sets: Optional[Dict[str, List]] = None, device=None,
-          progress: bool = True, desc: str = "train", log_every: int = 10,
-          time_limit_s: Optional[float] = None, calibrate_steps: int = 20,
-          per_position: bool = False, checkpoint_path: Optional[str] = None, resume: bool = True,
-          deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
-          callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None,
-          on_nonfinite: str = "raise", distributed=None,
-          loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None) -> Dict:
-    """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
-
-    Args:
-        model: an ``nn.Module``; moved to ``device``.
-        sample: ``sample(step, generator) -> (inputs, targets)``; the generator is seeded by ``data_seed``
-            (default ``config.seed``), so models trained with the same seed see the same batches.
-        config: a :class:`TrainConfig`.
-        eval_sets: ``{name: [(inputs, targets), ...]}`` (any re-iterable of batches, e.g.
-            :class:`GeneratedEval`) evaluated every ``config.eval_every`` steps and at the end.
-        device: default: cuda if available, else cpu.
-        progress: show a tqdm bar.
-        log_every: record the training loss every this many steps.
-        time_limit_s: a wall-clock budget that CUTS the schedule: after ``calibrate_steps`` steps the
-            step time is measured and ``config.steps`` is cut (``"steps_planned"``) so that the whole
-            warm-up + cosine schedule fits; such a run is not ``complete`` (its steps differ from the
-            request), so :func:`comparison_table` refuses it. Not combinable with ``checkpoint_path``.
-        calibrate_steps: steps timed before fitting the schedule into ``time_limit_s``.
-        per_position: the final evaluation also reports accuracy by position.
-        checkpoint_path: a resumable checkpoint. If it exists (and ``resume``), training continues from
-            it: model, optimiser, schedule position, data generator and RNG states, history, so that the
-            result is bit-identical (on CPU) to an uninterrupted run. It is written whenever this call
-            stops before the schedule ends (``deadline`` / ``stop_after_steps``).
-        deadline: a ``time.time()`` value; training stops there WITHOUT changing the schedule (the run
-            is then ``complete: False`` and resumes from ``checkpoint_path`` in a later call).
-        stop_after_steps: stop once this many steps are done in all (same semantics as ``deadline``).
-        callback: ``callback(step, loss)`` at every logged step.
-        data_seed: seed of the data generator (default ``config.seed``).
-        on_nonfinite: what a bad batch does. Every step, BEFORE the backward pass and the optimizer step,
-            the targets are checked against the logit size (a value outside ``[0, V)`` other than -100
-            is a ValueError naming the step, always) and the loss is checked. ``"raise"`` (default): a
-            NaN/inf loss raises ``FloatingPointError`` and a batch with no scored position (all targets
-            -100) raises ``ValueError``, both naming the step, with model and optimizer exactly as before
-            that step. ``"skip"``: such a batch is skipped (no backward, no optimizer step, its tokens
-            not counted in ``tokens_seen``, no history entry); the step index, the learning-rate schedule
-            and the data stream still advance, so the following steps use the same lr and batches as
-            a run without the bad batch. Skipped steps are listed in ``"skipped_steps"``.
-            Cost: on CPU the loss is read every step (``float(loss)``); on CUDA the loss is checked only
-            at logged steps (``log_every``), where the loop already reads it, so no host sync is added;
-            targets are checked every step where they live (on the host before the transfer: no GPU
-            sync; targets that ``sample`` returns on the GPU are checked only at logged steps).
-        loss_fn: ``loss_fn(logits, targets) -> scalar`` replacing :func:`masked_loss` (e.g. a
-            distillation loss, :mod:`path_lib.experiments.convert`); every other part of the loop is unchanged.
-
-    ``distributed``: None, or the hooks of a data-parallel run (e.g. :class:`path_lib.experiments.train_cli.DistributedHooks`,
-    for a model already wrapped in DDP or FSDP2, ``sample`` returning this rank's shard): ``world_size``,
-    ``is_writer`` (the rank that writes files), ``mean(t) -> float`` (a scalar averaged over the ranks:
-    the logged loss, so every rank takes the same decisions), ``state_dicts(model, opt)`` (full state dicts,
-    a collective) and ``load_state_dicts(model, opt, model_sd, opt_sd)``. Then the loss is read every step,
-    ``tokens_seen`` counts all ranks' tokens, checkpoints hold the full states and are written by the
-    writer only, and ``deadline`` / ``time_limit_s`` (per-rank clocks) are refused.
-
-    A ``KeyboardInterrupt`` during the loop closes the progress bar, writes the resumable checkpoint
-    (when ``checkpoint_path`` is given; the step in progress is rolled back, so resuming is
-    bit-identical to an uninterrupted run on CPU; an interrupt inside the optimizer step itself
-    writes none) and re-raises.
-
-    Returns:
-        ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}],
-        "final": {name: metrics} (not for a run paused to be resumed), "steps_done", "steps_planned", "steps_requested",
-        "complete", "stopped_early", "tokens_seen", "final_lr", "final_train_loss" (mean training loss
-        of the last 10% of steps), "train_seconds" (this call), "wall_seconds" (all calls), "calls",
-        "n_parameters", "skipped_steps": [{"step", "reason"}]}``.
-    """
+def _check_train_args(model, sample, config, *, log_every, calibrate_steps, stop_after_steps, time_limit_s,
+                      deadline, on_nonfinite, distributed, loss_fn, checkpoint_path) -> None:
+    """:func:`train`'s arguments, or a named TypeError / ValueError."""
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if not callable(sample):
@@ -354,327 +263,305 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     if time_limit_s is not None and checkpoint_path is not None:
         raise ValueError("time_limit_s cuts the schedule to fit a budget; a resumable run (checkpoint_path) "
                          "keeps its schedule: pass deadline instead")
+
+
+def _checked_batch(batch, step: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``sample``'s ``(inputs, targets)``, or a named error (checked before the model sees them)."""
+    if not (isinstance(batch, (tuple, list)) and len(batch) == 2
+            and all(isinstance(t, torch.Tensor) for t in batch)):
+        raise TypeError(f"step {step}: sample must return (inputs, targets), two tensors, got "
+                        f"{type(batch).__name__}")
+    x, y = batch
+    if x.numel() == 0 or y.numel() == 0:
+        raise ValueError(f"step {step}: sample returned an empty batch (inputs {tuple(x.shape)}, targets "
+                         f"{tuple(y.shape)}); every batch needs at least one sequence of at least one token")
+    return x, y
+
+
+def _optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices (``dim >= 2``) only."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+                              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                             lr=config.lr, betas=config.betas)
+
+
+class _TimeBudget:
+    """``time_limit_s`` (None: no budget) CUTS the schedule: steps ``2 .. 2 + calibrate_steps`` are timed,
+    then ``config.steps`` is cut so that the whole warm-up + cosine schedule fits in the budget."""
+
+    def __init__(self, limit_s: Optional[float], calibrate_steps: int, t0: float):
+        self.limit_s, self.calibrate_steps, self.t0, self.t_cal = limit_s, calibrate_steps, t0, None
+
+    def fit(self, step: int, config: TrainConfig) -> TrainConfig:
+        """``config`` as it stands at the start of ``step``: cut once, after the timed steps."""
+        if self.limit_s is None:
+            return config
+        if step == 2:
+            self.t_cal = time.perf_counter()
+        elif step == 2 + self.calibrate_steps and self.t_cal is not None:
+            per_step = max((time.perf_counter() - self.t_cal) / self.calibrate_steps, 1e-9)
+            fit = int((self.limit_s - (time.perf_counter() - self.t0)) / per_step) + step
+            if fit < config.steps:
+                planned = max(fit, step + 1)
+                return dataclasses.replace(config, steps=planned, warmup=min(config.warmup, planned))
+        return config
+
+    def spent(self) -> bool:
+        return self.limit_s is not None and time.perf_counter() - self.t0 > self.limit_s
+
+
+class _Step:
+    """One optimisation step with its checks, in order: the targets (outside ``[0, V)`` and not -100: a
+    ValueError, always; nothing scored), the loss (finite), the backward pass, the gradient's total norm
+    (finite; one fused norm, the one clipping at ``grad_clip`` computes anyway), the optimizer step. A
+    failed check is handled by ``on_nonfinite`` ("raise": the named error; "skip": recorded in
+    ``skipped``), always before the optimizer step. ``phase``: "pre" (nothing of the step committed),
+    "update" (committed or being committed), "post" (done); the loop reads it on an interrupt."""
+
+    def __init__(self, model, opt, config: TrainConfig, device, loss_fn, distributed, on_nonfinite, skipped):
+        self.model, self.opt, self.config, self.device = model, opt, config, device
+        self.loss_fn, self.distributed, self.on_nonfinite, self.skipped = loss_fn, distributed, on_nonfinite, skipped
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.every_step = device.type != "cuda" or distributed is not None   # else: at logged steps (no sync)
+        self.phase = "post"
+
+    def _bad(self, step: int, reason: str, error: Exception) -> str:
+        if self.on_nonfinite == "raise":
+            raise error
+        self.phase = "update"
+        self.opt.zero_grad(set_to_none=True)             # a skipped step leaves no gradient behind
+        self.skipped.append({"step": step, "reason": reason})
+        return reason
+
+    def _read(self, t: torch.Tensor) -> float:
+        t = t.detach()
+        t = t.full_tensor() if hasattr(t, "full_tensor") else t             # FSDP2: a DTensor norm
+        return float(t) if self.distributed is None else self.distributed.mean(t)
+
+    def __call__(self, step: int, lr: float, x, y, logged: bool):
+        """Step ``step`` at learning rate ``lr``: ``(reason, loss value, loss)``, why the step was skipped
+        (None: it was taken), the loss read to the host (None where not read) and the loss tensor."""
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        y_host = y if y.device.type == "cpu" else None
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        with _autocast(self.device, self.config.autocast_bf16):
+            logits = self.model(x)
+        check = self.every_step or logged
+        if (y_host is not None or check) and not _check_targets(y if y_host is None else y_host,
+                                                                 logits.shape[-1], step):
+            return self._bad(step, "no scored position (all targets -100)", ValueError(
+                f"step {step}: the batch has no scored position (every target is {IGNORE_INDEX}); model and "
+                "optimizer are as before this step")), None, None
+        loss = masked_loss(logits, y) if self.loss_fn is None else self.loss_fn(logits, y)
+        lv = self._read(loss) if check else None
+        if lv is not None and not math.isfinite(lv):
+            return self._bad(step, f"loss {lv}", FloatingPointError(
+                f"training loss became {lv} at step {step} (before the optimizer step: model and optimizer "
+                "are as before this step)")), None, None
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if self.config.grad_clip:
+            norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
+        else:
+            norm = torch.nn.utils.get_total_norm(grads) if grads else None
+        gv = self._read(norm) if check and norm is not None else None
+        if gv is not None and not math.isfinite(gv):
+            return self._bad(step, f"gradient norm {gv}", FloatingPointError(
+                f"the gradient became non-finite (total norm {gv}) at step {step}, with a finite loss {lv} "
+                "(before the optimizer step: model and optimizer are as before this step)")), None, None
+        self.phase = "update"
+        self.opt.step()
+        return None, lv, loss
+
+
+def _run_evals(model, eval_sets: Dict, config: TrainConfig, device, evals: List[Dict], at_step: int,
+               by_position: bool = False) -> Dict:
+    rec = {"step": at_step}
+    for name, batches in eval_sets.items():
+        rec[name] = evaluate(model, batches, device=device, autocast_bf16=config.autocast_bf16,
+                             per_position=by_position)
+    evals.append(rec)
+    return rec
+
+
+def _bar(progress: bool, total: int, initial: int, desc: str):
+    if not progress:
+        return None
+    from tqdm import tqdm        # plain text bar (no widget state)
+    return tqdm(total=total, initial=initial, desc=desc, leave=False)
+
+
+def _book(prog: Progress, step: int, lr: float, lv, loss, n_tokens: int, logged: bool, keep: int,
+          distributed) -> None:
+    """Count a step that was taken: its tokens, its loss among the ``keep`` recent ones, the history."""
+    prog.tokens_seen += n_tokens
+    prog.recent = (prog.recent + [loss.detach() if distributed is None else torch.tensor(lv)])[-keep:]
+    if logged:
+        prog.history.append({"step": step, "loss": lv, "lr": lr})
+
+
+def _report(bar, callback, step: int, lv: Optional[float]) -> None:
+    """The bar and the callback after ``step`` (``lv``: the logged loss, None when nothing is logged)."""
+    if lv is not None:
+        if bar is not None:
+            bar.set_postfix(loss=f"{lv:.4f}")
+        if callback is not None:
+            callback(step, lv)
+    if bar is not None:
+        bar.update(1)
+
+
+def _evaluation_due(prog: Progress, config: TrainConfig, eval_sets: Dict) -> bool:
+    """A resumed run whose interrupt (checkpointed) came between a step and its evaluation."""
+    first = prog.steps_done
+    return bool(first and eval_sets and config.eval_every and first % config.eval_every == 0
+                and first < config.steps and (not prog.evals or prog.evals[-1]["step"] != first))
+
+
+def _result(model, config: TrainConfig, prog: Progress, final: Dict, lr: float, **counts) -> Dict:
+    """:func:`train`'s dict (``counts``: steps_requested, train_seconds, stopped_early, complete, data_seed)."""
+    recent = [float(v) for v in prog.recent]
+    return {"config": dataclasses.asdict(config), "history": prog.history, "evals": prog.evals,
+            "final": {k: v for k, v in final.items() if k != "step"}, "steps_done": prog.steps_done,
+            "wall_seconds": prog.wall_before + counts["train_seconds"], "calls": prog.calls,
+            "steps_planned": config.steps, "tokens_seen": prog.tokens_seen, "final_lr": lr,
+            "final_train_loss": math.fsum(recent) / len(recent) if recent else float("nan"),
+            "n_parameters": sum(p.numel() for p in model.parameters()), "skipped_steps": prog.skipped, **counts}
+
+
+def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch.Tensor, torch.Tensor]],
+          config: TrainConfig, *, eval_sets: Optional[Dict[str, List]] = None, device=None,
+          progress: bool = True, desc: str = "train", log_every: int = 10,
+          time_limit_s: Optional[float] = None, calibrate_steps: int = 20,
+          per_position: bool = False, checkpoint_path: Optional[str] = None, resume: bool = True,
+          deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
+          callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None,
+          on_nonfinite: str = "raise", distributed=None,
+          loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None) -> Dict:
+    """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
+
+    Args:
+        model: an ``nn.Module``; moved to ``device`` (default: cuda if available, else cpu).
+        sample: ``sample(step, generator) -> (inputs [B, T], targets [B, T])``, not empty; the generator is
+            seeded by ``data_seed`` (default ``config.seed``): models trained with one seed see the same batches.
+        config: a :class:`TrainConfig`.
+        eval_sets: ``{name: [(inputs, targets), ...]}`` (any re-iterable of batches, e.g.
+            :class:`GeneratedEval`) evaluated every ``config.eval_every`` steps and at the end.
+        progress, desc: a tqdm bar and its label. log_every: record the training loss every this many steps.
+        time_limit_s: a wall-clock budget that CUTS the schedule: after ``calibrate_steps`` timed steps
+            ``config.steps`` is cut (``"steps_planned"``) so that the whole warm-up + cosine schedule fits;
+            such a run is not ``complete``, so :func:`comparison_table` refuses it. Not with ``checkpoint_path``.
+        per_position: the final evaluation also reports accuracy by position.
+        checkpoint_path: a resumable checkpoint. If it exists (and ``resume``), training continues from it
+            (model, optimiser, schedule position, data generator and RNG states, history: bit-identical on
+            CPU to an uninterrupted run); a file of another model or a damaged one is a ValueError naming
+            it. It is written whenever this call stops before the schedule ends.
+        deadline: a ``time.time()`` value; training stops there WITHOUT changing the schedule (the run
+            is then ``complete: False`` and resumes from ``checkpoint_path`` in a later call).
+        stop_after_steps: stop once this many steps are done in all (same semantics as ``deadline``).
+        callback: ``callback(step, loss)`` at every logged step.
+        on_nonfinite: what a bad batch does, always BEFORE the optimizer step (targets outside ``[0, V)``
+            other than -100 are a ValueError naming the step, always). ``"raise"`` (default): a batch with
+            no scored position is a ``ValueError``, a NaN/inf loss or gradient (its total norm, after the
+            backward pass) a ``FloatingPointError``, each naming the step, with model and optimizer as before
+            that step. ``"skip"``: the step makes no optimizer step (its tokens not counted, no history entry)
+            and is listed in ``"skipped_steps"``; step index, schedule and data stream advance as without it.
+            Cost: on CPU the loss and the gradient norm are read every step, on CUDA at the logged steps only
+            (no added host sync); targets on the host before the transfer (on the GPU: at the logged steps).
+        loss_fn: ``loss_fn(logits, targets) -> scalar`` replacing :func:`masked_loss` (e.g. distillation).
+        distributed: None, or the hooks of a data-parallel run (e.g. ``train_cli.DistributedHooks``, the model
+            already wrapped in DDP or FSDP2, ``sample`` returning this rank's shard): ``world_size``,
+            ``is_writer`` (the rank that writes files), ``mean(t) -> float`` (a scalar averaged over the ranks,
+            so every rank decides alike), ``state_dicts(model, opt)`` (full states, a collective) and
+            ``load_state_dicts(model, opt, model_sd, opt_sd)``. The loss is then read every step,
+            ``tokens_seen`` counts all ranks, and ``deadline`` / ``time_limit_s`` are refused.
+
+    A ``KeyboardInterrupt`` in the loop closes the bar, writes the resumable checkpoint (with
+    ``checkpoint_path``; the step in progress rolled back, so resuming is bit-identical on CPU; none from
+    inside the optimizer step) and re-raises.
+
+    Returns:
+        ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}], "final": {name:
+        metrics} (not for a run paused to be resumed), "steps_done", "steps_planned", "steps_requested",
+        "complete", "stopped_early", "tokens_seen", "final_lr", "final_train_loss" (mean of the last 10% of
+        steps), "train_seconds" (this call), "wall_seconds" (all calls), "calls", "data_seed",
+        "n_parameters", "skipped_steps": [{"step", "reason"}]}``.
+    """
+    _check_train_args(model, sample, config, log_every=log_every, calibrate_steps=calibrate_steps,
+                      stop_after_steps=stop_after_steps, time_limit_s=time_limit_s, deadline=deadline,
+                      on_nonfinite=on_nonfinite, distributed=distributed, loss_fn=loss_fn,
+                      checkpoint_path=checkpoint_path)
     eval_sets = dict(eval_sets or {})
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-    steps_requested = config.steps
+    steps_requested, world = config.steps, 1 if distributed is None else distributed.world_size
     set_seed(config.seed)
-    gen = torch.Generator()
-    gen.manual_seed(config.seed if data_seed is None else data_seed)
-    model.to(device).train()
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=config.betas)
-    history, evals, recent = [], [], []
-    keep = max(1, steps_requested // 10)
-    first, tokens_seen, wall_before, calls = 0, 0, 0.0, 1
-    skipped: List[Dict] = []
-    if checkpoint_path is not None and resume and Path(checkpoint_path).exists():
-        ck = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        if ck["schedule"] != _schedule_key(config) or ck.get("data_seed") != data_seed:
-            raise ValueError(f"checkpoint {checkpoint_path} was written for another configuration "
-                             f"({ck['schedule']}, data_seed {ck.get('data_seed')}): refusing to resume")
-        if distributed is not None:
-            distributed.load_state_dicts(model, opt, ck["model"], ck["optimizer"])
-        else:
-            model.load_state_dict(ck["model"])
-            model.to(device)
-            opt.load_state_dict(ck["optimizer"])
-        gen.set_state(ck["generator"])
-        _set_rng_state(ck["rng"], device)
-        history, evals, recent = ck["history"], ck["evals"], ck["recent_losses"]
-        first, tokens_seen, wall_before, calls = ck["steps_done"], ck["tokens_seen"], ck["wall_seconds"], ck["calls"] + 1
-        skipped = list(ck.get("skipped_steps", []))
-    bar = None
-    if progress:
-        from tqdm import tqdm        # plain text bar (no widget state)
-        bar = tqdm(total=config.steps, initial=first, desc=desc, leave=False)
-    t0 = time.perf_counter()
+    gen = torch.Generator().manual_seed(config.seed if data_seed is None else data_seed)
+    opt = _optimizer(model.to(device).train(), config)
+    ckpt = Checkpoints(checkpoint_path, config, data_seed, distributed)
+    prog = (ckpt.load(model, opt, gen, device) if resume else None) or Progress()
+    keep, t0, bar = max(1, steps_requested // 10), time.perf_counter(), _bar(progress, config.steps, prog.steps_done, desc)
+    budget = _TimeBudget(time_limit_s, calibrate_steps, t0)
+    one_step = _Step(model, opt, config, device, loss_fn, distributed, on_nonfinite, prog.skipped)
+    evaluate_at = lambda at, by_position=False: _run_evals(model, eval_sets, config, device, prog.evals, at,
+                                                           by_position)
+    if _evaluation_due(prog, config, eval_sets):
+        evaluate_at(prog.steps_done)
     stopped_early = paused = False
-    steps_planned = config.steps
-    t_cal = None
-    lr = lr_at(max(first - 1, 0), config)
-
-    def run_evals(at_step, by_position=False):
-        rec = {"step": at_step}
-        for name, batches in eval_sets.items():
-            rec[name] = evaluate(model, batches, device=device, autocast_bf16=config.autocast_bf16,
-                                 per_position=by_position)
-        evals.append(rec)
-        return rec
-
-    if (first and eval_sets and config.eval_every and first % config.eval_every == 0 and first < config.steps
-            and (not evals or evals[-1]["step"] != first)):
-        run_evals(first)             # an interrupt (checkpointed) came between a step and its evaluation
-    per_step_check = device.type != "cuda" or distributed is not None
-    snap = None                      # (generator, RNG states, tokens_seen) at the start of the step in progress
-    phase, n_done = "post", first    # "pre": nothing of this step committed; "update": optimizer step running
-
-    def states():
-        return distributed.state_dicts(model, opt) if distributed is not None else (model.state_dict(),
-                                                                                   opt.state_dict())
-
-    def checkpoint(steps_done, gen_state, rng, tokens, wall):
-        model_sd, opt_sd = states()
-        if distributed is not None and not distributed.is_writer:
-            return
-        _save_checkpoint(checkpoint_path, model=model_sd, optimizer=opt_sd, generator=gen_state,
-                         rng=rng, history=history, evals=evals, recent_losses=[float(v) for v in recent],
-                         steps_done=steps_done, tokens_seen=tokens, wall_seconds=wall, calls=calls,
-                         schedule=_schedule_key(config), data_seed=data_seed, skipped_steps=skipped)
-
-    step = first - 1
+    lr, snap, step = lr_at(max(prog.steps_done - 1, 0), config), None, prog.steps_done - 1
     try:
-        while step + 1 < steps_planned:
+        while step + 1 < config.steps:
             if (deadline is not None and time.time() > deadline) or \
                     (stop_after_steps is not None and step + 1 >= stop_after_steps):
                 stopped_early = paused = True
                 break
-            if checkpoint_path is not None:
-                snap = (gen.get_state(), _rng_state(device), tokens_seen)
-            phase = "pre"
-            step += 1
-            if time_limit_s is not None:
-                if step == 2:
-                    t_cal = time.perf_counter()
-                elif step == 2 + calibrate_steps and t_cal is not None:
-                    per_step = (time.perf_counter() - t_cal) / calibrate_steps
-                    fit = int((time_limit_s - (time.perf_counter() - t0)) / per_step) + step
-                    if fit < steps_planned:
-                        steps_planned = max(fit, step + 1)
-                        config = dataclasses.replace(config, steps=steps_planned,
-                                                     warmup=min(config.warmup, steps_planned))
-                        if bar is not None:
-                            bar.total = steps_planned
+            snap = ckpt.snapshot(gen, device, prog.tokens_seen)
+            one_step.phase, step = "pre", step + 1
+            config = budget.fit(step, config)
+            if bar is not None and bar.total != config.steps:
+                bar.total = config.steps
             lr = lr_at(step, config)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            x, y = sample(step, gen)
-            y_host = y if y.device.type == "cpu" else None
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with _autocast(device, config.autocast_bf16):
-                logits = model(x)
-            logged = step % log_every == 0 or step == steps_planned - 1
-            reason = None
-            if y_host is not None or per_step_check or logged:
-                if not _check_targets(y_host if y_host is not None else y, logits.shape[-1], step):
-                    reason = "no scored position (all targets -100)"
-                    if on_nonfinite == "raise":
-                        raise ValueError(f"step {step}: the batch has no scored position (every target is "
-                                         f"{IGNORE_INDEX}); model and optimizer are as before this step")
+            x, y = _checked_batch(sample(step, gen), step)
+            logged = step % log_every == 0 or step == config.steps - 1
+            reason, lv, loss = one_step(step, lr, x, y, logged)
             if reason is None:
-                loss = masked_loss(logits, y) if loss_fn is None else loss_fn(logits, y)
-                lv = None
-                if per_step_check or logged:
-                    lv = float(loss.detach()) if distributed is None else distributed.mean(loss.detach())
-                if lv is not None and not math.isfinite(lv):
-                    reason = f"loss {lv}"
-                    if on_nonfinite == "raise":
-                        raise FloatingPointError(f"training loss became {lv} at step {step} (before the optimizer "
-                                                 f"step: model and optimizer are as before this step)")
-            if reason is None:
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                phase = "update"
-                opt.step()
-                tokens_seen += x.numel() * (1 if distributed is None else distributed.world_size)
-                recent.append(loss.detach() if distributed is None else torch.tensor(lv))
-                if len(recent) > keep:
-                    del recent[0]
-                if logged:
-                    history.append({"step": step, "loss": lv, "lr": lr})
-            else:
-                phase = "update"
-                skipped.append({"step": step, "reason": reason})
-            n_done = step + 1
-            phase = "post"
-            if logged and reason is None:
-                if bar is not None:
-                    bar.set_postfix(loss=f"{lv:.4f}")
-                if callback is not None:
-                    callback(step, lv)
-            if bar is not None:
-                bar.update(1)
-            if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < steps_planned and eval_sets:
-                run_evals(step + 1)
-            if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
+                _book(prog, step, lr, lv, loss, x.numel() * world, logged, keep, distributed)
+            prog.steps_done, one_step.phase = step + 1, "post"
+            _report(bar, callback, step, lv if logged and reason is None else None)
+            if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < config.steps and eval_sets:
+                evaluate_at(step + 1)
+            if budget.spent():
                 stopped_early = True
                 break
     except BaseException as exc:
         if bar is not None:
             bar.close()
-        if (isinstance(exc, KeyboardInterrupt) and checkpoint_path is not None and phase != "update"
-                and distributed is None):           # (distributed: the other ranks are not at this point)
-            wall = wall_before + time.perf_counter() - t0
-            if phase == "pre" and snap is not None:     # roll the step in progress back
-                checkpoint(n_done, snap[0], snap[1], snap[2], wall)
-            else:
-                checkpoint(n_done, gen.get_state(), _rng_state(device), tokens_seen, wall)
+        if isinstance(exc, KeyboardInterrupt):
+            ckpt.on_interrupt(model, opt, prog, one_step.phase, snap, gen, device,
+                              prog.wall_before + time.perf_counter() - t0)
         raise
     if bar is not None:
         bar.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    steps_done = step + 1
-    recent = [float(v) for v in recent]
     train_seconds = time.perf_counter() - t0
-    wall = wall_before + train_seconds
-    complete = steps_done == steps_requested and steps_planned == steps_requested
-    if not complete and checkpoint_path is not None and steps_done < steps_planned:
-        checkpoint(steps_done, gen.get_state(), _rng_state(device), tokens_seen, wall)
+    complete = prog.steps_done == steps_requested and config.steps == steps_requested
+    if not complete and checkpoint_path is not None and prog.steps_done < config.steps:
+        ckpt.save(model, opt, prog, gen.get_state(), rng_state(device), prog.tokens_seen,
+                  prog.wall_before + train_seconds)
     resumable = paused and checkpoint_path is not None     # stopped to be resumed: no final evaluation
-    final = run_evals(steps_done, per_position) if (eval_sets and not resumable) else {"step": steps_done}
-    writer = distributed is None or distributed.is_writer
-    if distributed is not None:
-        distributed.mean(torch.zeros(()))   # every rank is past its last read of the checkpoint
-    if writer and complete and checkpoint_path is not None and Path(checkpoint_path).exists():
-        Path(checkpoint_path).unlink()        # finished: the resumable state is no longer needed
-    if config.checkpoint and not resumable:
-        model_sd, opt_sd = states()
-        if writer:
-            Path(config.checkpoint).parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": model_sd, "optimizer": opt_sd, "step": steps_done,
-                        "config": dataclasses.asdict(config)}, config.checkpoint)
-    return {"config": dataclasses.asdict(config), "history": history, "evals": evals,
-            "final": {k: v for k, v in final.items() if k != "step"}, "steps_done": steps_done,
-            "train_seconds": train_seconds, "wall_seconds": wall, "calls": calls,
-            "stopped_early": stopped_early, "steps_planned": steps_planned,
-            "steps_requested": steps_requested, "complete": complete, "tokens_seen": tokens_seen,
-            "final_lr": lr, "final_train_loss": (math.fsum(recent) / len(recent)) if recent else float("nan"),
-            "data_seed": config.seed if data_seed is None else data_seed,
-            "n_parameters": sum(p.numel() for p in model.parameters()), "skipped_steps": skipped}
+    final = evaluate_at(prog.steps_done, per_position) if eval_sets and not resumable else {"step": prog.steps_done}
+    ckpt.finish(model, opt, config, prog.steps_done, complete, resumable)
+    return _result(model, config, prog, final, lr, steps_requested=steps_requested, train_seconds=train_seconds,
+                   stopped_early=stopped_early, complete=complete,
+                   data_seed=config.seed if data_seed is None else data_seed)
 
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
     """Write a result dict as JSON with a provenance block (:func:`path_lib.records.write_result`)."""
     return write_result(path, result, command=command)
-
-
-# ----------------------------------------------------------------------------------------------
-# equal training: run records, the check, and comparisons that refuse unequal runs
-# ----------------------------------------------------------------------------------------------
-
-class UnequalTrainingError(ValueError):
-    """Raised by :func:`comparison_table` when the runs do not form an equal-training comparison.
-    The message is one plain sentence saying why."""
-
-
-def run_record(result: Dict, *, model: str, seed: int, metrics: Optional[Dict[str, float]] = None,
-               data_key: Optional[str] = None, batch_size: Optional[int] = None) -> Dict:
-    """The compact per-(model, seed) record every comparison is built from.
-
-    ``result`` is :func:`train`'s dict (or one with the same keys). ``data_key`` names the data stream
-    (task, its parameters, batch size, data seed): runs of one seed must share it to have seen the same
-    batches. Returns ``{"model", "seed", "steps_done", "steps_planned", "tokens_seen", "final_lr",
-    "wall_seconds", "complete", "schedule", "data_key", "metrics"}`` (JSON-ready).
-    """
-    cfg = result["config"]
-    schedule = {k: cfg[k] for k in ("lr", "warmup", "min_lr_ratio", "weight_decay", "grad_clip") if k in cfg}
-    schedule["betas"] = list(cfg.get("betas", ()))
-    schedule["steps"] = result.get("steps_requested", cfg["steps"])
-    if batch_size is not None:
-        schedule["batch_size"] = batch_size
-    return {"model": model, "seed": int(seed), "steps_done": int(result["steps_done"]),
-            "steps_planned": int(result.get("steps_requested", result.get("steps_planned"))),
-            "tokens_seen": int(result.get("tokens_seen", 0)), "final_lr": float(result.get("final_lr", float("nan"))),
-            "wall_seconds": float(result.get("wall_seconds", result.get("train_seconds", 0.0))),
-            "complete": bool(result.get("complete", False)), "schedule": schedule,
-            "data_key": data_key if data_key is not None else f"data_seed={result.get('data_seed', seed)}",
-            "metrics": dict(metrics or {})}
-
-
-def check_equal_training(records: Sequence[Dict], *, min_seeds: int = 3) -> Optional[str]:
-    """None if ``records`` (from :func:`run_record`) form an equal-training comparison, else one plain
-    sentence saying why not. Equal training means: every run complete; the same steps planned and done,
-    the same tokens and the same schedule for all; every model with the same seeds, at least
-    ``min_seeds`` of them; and, within a seed, the same data stream (``data_key``) for every model."""
-    if not records:
-        return "There are no runs to compare."
-    for r in records:
-        if not r.get("complete"):
-            return (f"The run of {r['model']} (seed {r['seed']}) is incomplete: {r['steps_done']} of "
-                    f"{r['steps_planned']} steps, so no comparison is shown.")
-    for key, what in (("steps_planned", "planned steps"), ("steps_done", "steps done"),
-                      ("tokens_seen", "training tokens")):
-        vals = {r[key] for r in records}
-        if len(vals) > 1:
-            return f"The runs differ in {what} ({', '.join(map(str, sorted(vals)))}), so they are not comparable."
-    sched = {json_key(r["schedule"]) for r in records}
-    if len(sched) > 1:
-        return "The runs used different optimiser schedules, so they are not comparable."
-    seeds = {}
-    for r in records:
-        seeds.setdefault(r["model"], []).append(r["seed"])
-    for m, ss in seeds.items():
-        if len(set(ss)) != len(ss):
-            return f"{m} has more than one run with the same seed."
-    sets = {tuple(sorted(ss)) for ss in seeds.values()}
-    if len(sets) > 1:
-        return "The models were not all trained with the same seeds."
-    n = len(next(iter(sets)))
-    if n < min_seeds:
-        return f"Each model has {n} seed{'s' if n != 1 else ''}; a comparison needs at least {min_seeds}."
-    for seed in next(iter(sets)):
-        keys = {r["data_key"] for r in records if r["seed"] == seed}
-        if len(keys) > 1:
-            return f"With seed {seed} the models did not see the same data, so they are not comparable."
-    return None
-
-
-def json_key(d) -> str:
-    import json
-    return json.dumps(d, sort_keys=True, default=str)
-
-
-def _metric(r: Dict, metric) -> float:
-    return float(metric(r)) if callable(metric) else float(r["metrics"][metric])
-
-
-def comparison_table(records: Sequence[Dict], metric, *, min_seeds: int = 3,
-                     models: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
-    """Mean and spread of ``metric`` across seeds, per model, from equal-training runs only.
-
-    ``metric``: a key of ``record["metrics"]`` or a callable ``record -> float``. ``models``: a subset
-    and order (default: order of first appearance). Raises :class:`UnequalTrainingError` (one plain
-    sentence) when :func:`check_equal_training` finds the runs unequal. Returns ``{model: {"mean", "std"
-    (sample, ddof 1), "min", "max", "n", "values", "seeds"}}``.
-    """
-    if models is not None:
-        records = [r for r in records if r["model"] in models]
-    why = check_equal_training(records, min_seeds=min_seeds)
-    if why is not None:
-        raise UnequalTrainingError(why)
-    order = list(models) if models is not None else list(dict.fromkeys(r["model"] for r in records))
-    out = {}
-    for m in order:
-        rs = sorted((r for r in records if r["model"] == m), key=lambda r: r["seed"])
-        vals = [_metric(r, metric) for r in rs]
-        mean = math.fsum(vals) / len(vals)
-        std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else float("nan")
-        out[m] = {"mean": mean, "std": std, "min": min(vals), "max": max(vals), "n": len(vals),
-                  "values": vals, "seeds": [r["seed"] for r in rs]}
-    return out
-
-
-def paired_differences(records: Sequence[Dict], metric, a: str, b: str, *, min_seeds: int = 3) -> Dict:
-    """``metric(a) - metric(b)`` seed by seed (the same batches per seed): ``{"diffs", "mean",
-    "all_negative", "all_positive"}``. Refuses unequal runs like :func:`comparison_table`."""
-    t = comparison_table(records, metric, min_seeds=min_seeds, models=[a, b])
-    d = [x - y for x, y in zip(t[a]["values"], t[b]["values"])]
-    return {"diffs": d, "mean": math.fsum(d) / len(d), "all_negative": all(x < 0 for x in d),
-            "all_positive": all(x > 0 for x in d)}
-
-
-def format_comparison(table: Dict[str, Dict], *, label: str = "value", fmt: str = "{:.3f}") -> str:
-    """A Markdown table of :func:`comparison_table`'s result: mean ± sd, min – max, seeds."""
-    rows = [f"| model | {label}: mean ± sd | min – max | seeds |", "|---|---|---|---|"]
-    for m, t in table.items():
-        sd = fmt.format(t["std"]) if math.isfinite(t["std"]) else "-"
-        rows.append(f"| {m} | {fmt.format(t['mean'])} ± {sd} | {fmt.format(t['min'])} – {fmt.format(t['max'])} "
-                    f"| {t['n']} |")
-    return "\n".join(rows)
 
 
 class GeneratedEval:

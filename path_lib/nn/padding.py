@@ -18,7 +18,7 @@ from typing import List, Tuple
 
 import torch
 
-from ..validation import check_cu_seqlens as _check_offsets, dtype_name as _name_dtype, check_device
+from ..validation import check_cu_seqlens, dtype_name as _name_dtype, check_device
 
 __all__ = ["check_attention_mask", "compaction", "gather_time", "check_cu_seqlens", "varlen_layout"]
 
@@ -65,12 +65,6 @@ def gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``out[b, t] = x[b, index[b, t]]`` for ``x [B, T, ...]`` and ``index [B, T']``."""
     shape = index.shape + (1,) * (x.dim() - 2)
     return torch.gather(x, 1, index.reshape(shape).expand(*index.shape, *x.shape[2:]))
-
-
-def check_cu_seqlens(cu_seqlens, batch_size: int, total: int) -> List[int]:
-    """Sequence offsets ``[N + 1]`` (int32/int64, starting at 0, non-decreasing, ending at ``total``), read
-    to the host once (:func:`path_lib.validation.check_cu_seqlens`). Returns them as a list."""
-    return _check_offsets(cu_seqlens, batch_size, total).tolist()
 
 
 def varlen_layout(offsets: List[int], device) -> Tuple[torch.Tensor, torch.Tensor]:
