@@ -13,7 +13,7 @@ g_t ``[B, Hq]``. Sequence shapes are the library's ``[B, T, H, D]``.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
@@ -23,7 +23,7 @@ from .validation import (PARAM_DTYPES, dtype_name, check_block_size, check_bool,
 from .reference.attention import path_attention
 from .reference.householder import _block_product, _boundary_adjusted_keys, _ut_transform
 
-__all__ = ["PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"]
+__all__ = ["DecodingCache", "PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"]
 
 CACHE_DTYPES = (torch.float32, torch.float64)
 
@@ -32,12 +32,56 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
+@runtime_checkable
+class DecodingCache(Protocol):
+    """What the layers need of a PaTH decoding cache: :class:`PaTHCache`, and the GPU's
+    ``path_lib.kernels.decode.TritonPaTHCache``, which implements it without importing this module (a
+    structural protocol, so this module never imports triton).
+
+    ``len(cache)``: tokens held (padding included); ``batch_size``; ``device``; ``valid``: ``[B, t]`` bool
+    (False: a padding slot) or None when every slot holds a token; ``select(index)``: keep batch rows
+    ``index`` (1-D integer tensor, values in ``[0, batch_size)``); ``step(q_t, k_t, v_t, w_t, beta_t, g_t,
+    *, scale, valid_t, check_values) -> [B, Hq, Dv]``. Both caches also expose ``keys``, the cached keys
+    moved to the current position, ``[B, Hk, t, D]`` (computed on demand by the GPU cache, so it is not
+    part of the runtime check).
+    """
+
+    def __len__(self) -> int: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def valid(self) -> Optional[torch.Tensor]: ...
+
+    def select(self, index: torch.Tensor) -> None: ...
+
+    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None,
+             check_values: bool = True) -> torch.Tensor: ...
+
+
 def is_cache(obj) -> bool:
-    """Whether ``obj`` is a PaTH decoding cache: a :class:`PaTHCache` or the GPU's
-    ``path_lib.kernels.decode.TritonPaTHCache`` (recognised by name, so that this never imports triton). Both
-    have ``len``, ``batch_size``, ``keys`` (moved to the current position), ``select`` and ``step``."""
-    return isinstance(obj, PaTHCache) or (type(obj).__name__ == "TritonPaTHCache"
-                                          and type(obj).__module__.endswith("path_lib.kernels.decode"))
+    """Whether ``obj`` is a PaTH decoding cache (an instance implementing :class:`DecodingCache`: a
+    :class:`PaTHCache` or the GPU's ``TritonPaTHCache``). Any object may be asked; a class is not a cache."""
+    return not isinstance(obj, type) and isinstance(obj, DecodingCache)
+
+
+def _check_index(index, batch_size: int, device, *, allow_empty: bool = True) -> None:
+    """``index``: a 1-D int64/int32 tensor on ``device`` whose values lie in ``[0, batch_size)`` (read to
+    the host: one sync, so that an out-of-range row is refused here rather than failing inside indexing)."""
+    check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
+    if index.device != device:
+        raise ValueError(f"index must be on the cache's device ({device}), got {index.device}")
+    if index.numel() == 0:
+        if not allow_empty:
+            raise ValueError("index must keep at least one row (this cache needs batch size >= 1)")
+        return
+    lo, hi = (int(x) for x in torch.aminmax(index))
+    if lo < 0 or hi >= batch_size:
+        raise ValueError(f"index must lie in [0, {batch_size}) (the cache's batch rows), got values in [{lo}, {hi}]")
 
 
 class PaTHCache:
@@ -171,10 +215,9 @@ class PaTHCache:
             self._valid = grow(self._valid, 1)
 
     def select(self, index: torch.Tensor) -> None:
-        """Keep batch rows ``index`` (a 1-D int64 tensor; beam search reorders the batch this way)."""
-        check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
-        if index.device != self.device:
-            raise ValueError(f"index must be on the cache's device ({self.device}), got {index.device}")
+        """Keep batch rows ``index`` (a 1-D int64 tensor, values in ``[0, batch_size)``; beam search reorders
+        the batch this way)."""
+        _check_index(index, self.batch_size, self.device)
         self._k, self._v, self._gp = self._k[index], self._v[index], self._gp[index]
         self.gate_total = self.gate_total[index]
         if self._valid is not None:

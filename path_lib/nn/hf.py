@@ -45,6 +45,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on the environmen
                       "(or pip install transformers)") from e
 
 from ..validation import check_bool, check_choice, check_int, check_number, check_tokens, values_checked
+from ..decoding import is_cache
 from .cache import select_state
 from .layers import BACKENDS, PaTHAttention
 from .model import TinyLM
@@ -163,10 +164,18 @@ class PaTHDynamicCache(Cache):
         super().__init__(layer_class_to_replicate=PaTHCacheLayer)
 
     def get_layer_state(self, layer_idx: int) -> Optional[dict]:
+        """Layer ``layer_idx``'s decoding state (an int >= 0), None before that layer stored one."""
+        check_int(layer_idx, "layer_idx", minimum=0)
         return self.layers[layer_idx].state if layer_idx < len(self.layers) else None
 
     def set_layer_state(self, layer_idx: int, state: dict) -> None:
+        """Store a PaTH layer's decoding state (the dict ``PaTHAttention`` keeps: ``{"cache", "conv", ...}``)."""
         check_int(layer_idx, "layer_idx", minimum=0)
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a PaTH layer's decoding state (a dict), got {type(state).__name__}")
+        if not is_cache(state.get("cache")) or not isinstance(state.get("conv"), torch.Tensor):
+            raise ValueError("state must be a PaTH layer's decoding state, a dict holding a decoding 'cache' and "
+                             f"the 'conv' window, got a dict with keys {sorted(map(str, state))}")
         while len(self.layers) <= layer_idx:
             self.layers.append(PaTHCacheLayer())
         self.layers[layer_idx].state = state
