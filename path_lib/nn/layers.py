@@ -433,12 +433,13 @@ class SBAAttention(AttentionLayer):
         return self.out(o[:, None])[:, 0], state
 
 
-def _check_mask_agrees(past: torch.Tensor, cache) -> None:
+def _check_mask_agrees(past: torch.Tensor, state: dict) -> None:
     """The part of a decoding ``attention_mask`` that covers the cached tokens, ``past [B, t]`` bool, must
-    say what the cache holds (its ``valid`` slots): a mask cannot turn a cached token into padding, or
-    padding into a token, after the fact. Reads values (a device sync): only where values are checked."""
-    held = cache.valid
-    held = torch.ones_like(past) if held is None else held.to(past.device)
+    repeat the padding the state was built with (``state["mask"]``, in the tokens' order; absent while
+    every token is real): a mask cannot turn a cached token into padding, or padding into a token, after
+    the fact. Reads values (a device sync): only where values are checked."""
+    held = state.get("mask")
+    held = torch.ones_like(past) if held is None else held
     if not bool(torch.equal(past, held)):
         rows = (past != held).any(1).nonzero().flatten().tolist()
         raise ValueError(f"attention_mask contradicts the cache in rows {rows}: its first {past.shape[1]} columns "
@@ -620,8 +621,8 @@ class PaTHAttention(AttentionLayer):
             n_past = 0 if state is None else len(state["cache"])
             valid = None if attention_mask is None else check_attention_mask(
                 attention_mask, B, T, n_past, x, check_values=checked)
-            if checked and state is not None and attention_mask.shape[1] == n_past + T:
-                _check_mask_agrees(attention_mask[:, :n_past] != 0, state["cache"])
+            if checked and state is not None and valid is not None and attention_mask.shape[1] == n_past + T:
+                _check_mask_agrees(attention_mask[:, :n_past] != 0, state)
             if state is None:
                 y, state = self._prefill(x, valid)
             else:
@@ -672,6 +673,7 @@ class PaTHAttention(AttentionLayer):
         Padding is moved behind each row's tokens, where beta = 0 and g = 0 make it transform nothing
         and add no gate; the cache marks its slots invalid (never attended to)."""
         B, T, _ = x.shape
+        mask = valid                                         # the padding in the tokens' order (for later checks)
         if valid is not None:
             perm, inv = compaction(valid)
             x, valid = gather_time(x, perm), gather_time(valid, perm)
@@ -703,7 +705,7 @@ class PaTHAttention(AttentionLayer):
         y = self.out(o.to(x.dtype))
         if valid is not None:
             y = gather_time(y, inv)
-        return y, {"layer": self._state_tag(), "cache": cache, "conv": conv}
+        return y, {"layer": self._state_tag(), "cache": cache, "conv": conv, "mask": mask}
 
     def _step(self, x_t: torch.Tensor, state: Optional[dict], valid_t: Optional[torch.Tensor]):
         B = x_t.shape[0]
@@ -726,6 +728,12 @@ class PaTHAttention(AttentionLayer):
         if valid_t is not None:                              # padding does not enter the convolution window
             conv = torch.where(valid_t[:, None, None], conv, state["conv"])
         state["conv"] = conv
+        if valid_t is not None or state.get("mask") is not None:   # the padding so far, in the tokens' order
+            n_held = len(state["cache"])
+            held = state.get("mask")
+            held = torch.ones(B, n_held, dtype=torch.bool, device=x_t.device) if held is None else held
+            new = torch.ones(B, 1, dtype=torch.bool, device=x_t.device) if valid_t is None else valid_t[:, None]
+            state["mask"] = torch.cat([held, new], dim=1)
         w = self._w_from_conv_input(u)[:, 0]
         beta, g = self._beta_g(x_t)
         # either cache (PaTHCache, or the GPU's TritonPaTHCache): inputs valid by construction, no value checks
