@@ -52,7 +52,7 @@ def test_public_entry_points_are_all_fuzzed():
             "alibi_attention", "alibi_slopes", "fox_attention", "IMPLEMENTATIONS"},
         Hh: {"normalize", "householder", "householder_product", "ut_transform", "ut_transform_loop",
              "block_product", "boundary_adjusted_queries", "boundary_adjusted_keys"},
-        Dc: {"PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"},
+        Dc: {"DecodingCache", "PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"},
     }
     for module, names in covered.items():
         assert set(module.__all__) == names, module.__name__

@@ -441,11 +441,17 @@ def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: boo
         what = f"config field {field}={getattr(config, field)!r}" if field else "the config"
         where = "absent from the checkpoint" if kind == "missing" else "in the checkpoint but not in the model"
         raise ValueError(f"{what} does not match the checkpoint: weight {key} is {where}")
-    if not allow_mismatch:
-        for key, saved_shape, model_shape in info.get("mismatched_keys", ()):
-            fields = next((f for end, f in _SHAPE_FIELDS if end in key), "the sizes")
-            raise ValueError(f"the config's {fields} do not match the checkpoint: {key} has shape "
-                             f"{tuple(saved_shape)} in the checkpoint but {tuple(model_shape)} for this config")
+    mismatched = [] if allow_mismatch else list(info.get("mismatched_keys", ()))
+    if mismatched:
+        fields = []
+        for key, _, _ in mismatched:
+            for end, names in _SHAPE_FIELDS:
+                if end in key:
+                    fields += [f for f in names.split(" / ") if f not in fields]
+        shown = "; ".join(f"{key} is {tuple(a)} in the checkpoint, {tuple(b)} for this config"
+                          for key, a, b in mismatched[:3])
+        raise ValueError(f"the config's {' / '.join(fields) or 'sizes'} do not match the checkpoint's weights "
+                         f"({len(mismatched)} of another shape: {shown})")
 
 
 # ----------------------------------------------------------------------------------------------

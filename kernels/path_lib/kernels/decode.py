@@ -71,6 +71,10 @@ class DecodeConfig:
     programs_per_sm: int = 8
     num_warps: int = 4
 
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            check_int(getattr(self, field.name), field.name, minimum=1)
+
 
 #: the configuration a cache uses unless given one: the one ``benchmarks/bench_decode.py --tune`` chose on
 #: an H200 (``benchmarks/results/bench_decode.json``, its ``config``; a test keeps the two equal)
