@@ -280,6 +280,53 @@ def test_sdpa_attention_checks_q_k_v_and_bias(data):
     judge(lambda: sdpa_attention(q, k, v, bias), bad, lambda o: close(o, reference()))
 
 
+@FUZZ
+@given(data=st.data())
+def test_path_forward_options(data):
+    """PaTHAttention.forward's options: a padding mask gives each row's result alone, packed sequences
+    (cu_seqlens) each sequence's alone (float64); both together, packing with a cache, a float mask, a
+    mask of another shape, a non-bool use_cache and a past_key_values without get/set_layer_state are
+    refused naming them."""
+    torch.manual_seed(_seed(data))
+    layer = make_attention(data.draw(st.sampled_from(["path", "path_fox"])), D_MODEL, HEADS).double()
+    B, T = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 4))
+    x = torch.randn(B, T, D_MODEL, dtype=f64)
+    mask = torch.from_numpy(np.random.default_rng(_seed(data)).random((B, T)) < 0.7).long()
+    option = data.draw(st.sampled_from(["mask", "cu_seqlens", "both", "cu_cache", "mask_float", "mask_shape",
+                                        "use_cache", "past_key_values"]))
+    if option == "mask":
+        def check(y):
+            for b in range(B):
+                keep = mask[b].bool()
+                if keep.any():
+                    close(y[b, keep], layer(x[b:b + 1, keep])[0])
+        judge(lambda: layer(x, attention_mask=mask), (), check)
+    elif option == "cu_seqlens":
+        lengths = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))
+        offsets = [0] + np.cumsum(lengths).tolist()
+        packed = torch.randn(1, offsets[-1], D_MODEL, dtype=f64)
+        cu = torch.tensor(offsets, dtype=data.draw(st.sampled_from([torch.int32, torch.int64])))
+
+        def check(y):
+            for a, b in zip(offsets, offsets[1:]):
+                if b > a:
+                    close(y[:, a:b], layer(packed[:, a:b]))
+        judge(lambda: layer(packed, cu_seqlens=cu), (), check)
+    elif option == "both":
+        judge(lambda: layer(x[:1], attention_mask=mask[:1], cu_seqlens=torch.tensor([0, T])),
+              ("cu_seqlens", "attention_mask"))
+    elif option == "cu_cache":
+        judge(lambda: layer(x[:1], cu_seqlens=torch.tensor([0, T]), use_cache=True), ("cu_seqlens",))
+    elif option == "mask_float":
+        judge(lambda: layer(x, attention_mask=mask.double()), ("attention_mask",))
+    elif option == "mask_shape":
+        judge(lambda: layer(x, attention_mask=mask[:, :-1] if T else mask[None]), ("attention_mask",))
+    elif option == "use_cache":
+        judge(lambda: layer(x, use_cache=data.draw(st.sampled_from(TRUTHY))), ("use_cache",))
+    else:
+        judge(lambda: layer(x, past_key_values=data.draw(st.sampled_from([{}, [], 3, "cache"]))), ("past_key_values",))
+
+
 # ----------------------------------------------------------------------------------------------
 # TinyLM and sampling
 # ----------------------------------------------------------------------------------------------
@@ -929,6 +976,37 @@ def test_hf_from_pretrained_refuses_a_config_that_does_not_describe_the_weights(
         for (name, p), (_, p0) in zip(loaded.state_dict().items(), model.state_dict().items()):
             assert torch.equal(p, p0), name
     judge(lambda: PaTHForCausalLM.from_pretrained(work, **kwargs), bad, check)
+
+
+@FUZZ
+@given(data=st.data())
+def test_hf_config_fields(data):
+    """PaTHConfig: a bad value in any field (junk types, sizes that do not divide, beta_max outside (0, 2],
+    a truthy non-bool flag, an unknown backend) is refused naming the field; a valid config builds a model
+    with its sizes."""
+    pytest.importorskip("transformers")
+    from path_lib.nn.hf import PaTHConfig, PaTHForCausalLM
+    field = data.draw(st.sampled_from([None, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                       "num_key_value_heads", "head_dim", "mlp_ratio", "use_forget_gate", "w_rank",
+                                       "conv_size", "beta_max", "backend", "block_size", "tie_word_embeddings",
+                                       "use_cache"]))
+    bad_values = {"vocab_size": [0, 2.0], "hidden_size": [7, -8, "8"], "num_hidden_layers": [0, None],
+                  "num_attention_heads": [3, 0], "num_key_value_heads": [3, 0, 1.0], "head_dim": [0, "4"],
+                  "mlp_ratio": [0.0, float("nan"), "4"], "use_forget_gate": [1, "yes"], "w_rank": [0, True],
+                  "conv_size": [0, 2.5], "beta_max": [0.0, 3.0, float("inf"), "1"], "backend": ["cuda", 1],
+                  "block_size": [0, None], "tie_word_embeddings": [1, "no"], "use_cache": [0, "yes"]}
+    kwargs = dict(vocab_size=11, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, w_rank=4)
+    bad = ()
+    if field is not None:
+        kwargs[field], bad = data.draw(st.sampled_from(bad_values[field])), (field,)
+        if field in ("hidden_size", "num_attention_heads", "num_key_value_heads"):
+            bad = ("hidden_size", "num_attention_heads", "num_key_value_heads")   # a relation of the three
+
+    def check(config):
+        model = PaTHForCausalLM(config)
+        layer = model.model.blocks[0].attn
+        assert (layer.d_model, layer.n_heads, len(model.model.blocks)) == (8, 2, 1)
+    judge(lambda: PaTHConfig(**kwargs), bad, check)
 
 
 @FEW

@@ -91,10 +91,17 @@ class PaTHConfig(PretrainedConfig):
             if value is not None:
                 check_int(value, name, minimum=1)
         check_number(mlp_ratio, "mlp_ratio", positive=True)
-        if beta_max is not None:
-            check_number(beta_max, "beta_max")
+        if beta_max is not None and not 0 < check_number(beta_max, "beta_max") <= 2:
+            raise ValueError(f"beta_max must lie in (0, 2] or be None, got {beta_max}")
+        if head_dim is None and hidden_size % num_attention_heads:
+            raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_attention_heads "
+                             f"({num_attention_heads}) unless head_dim is given")
+        if num_key_value_heads is not None and num_attention_heads % num_key_value_heads:
+            raise ValueError(f"num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads "
+                             f"({num_key_value_heads})")
         check_bool(use_forget_gate, "use_forget_gate")
         check_bool(use_cache, "use_cache")
+        check_bool(tie_word_embeddings, "tie_word_embeddings")
         check_choice(backend, "backend", BACKENDS)
         self.vocab_size, self.hidden_size, self.num_hidden_layers = vocab_size, hidden_size, num_hidden_layers
         self.num_attention_heads, self.num_key_value_heads, self.head_dim = num_attention_heads, num_key_value_heads, head_dim
@@ -308,6 +315,8 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         if use_cache is None:
             use_cache = bool(self.config.use_cache) and not self.training
         check_bool(use_cache, "use_cache")
+        if return_dict is not None:
+            check_bool(return_dict, "return_dict")
         check_int(logits_to_keep, "logits_to_keep", minimum=0)
         lm = self.model
         if input_ids is not None:
