@@ -37,8 +37,9 @@ import path_lib.decoding as Dc
 import path_lib.reference.attention as A
 import path_lib.reference.householder as Hh
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FUZZ_SMALL = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow])
+FUZZ_SMALL = settings(FUZZ, max_examples=150)
 f64, f32 = torch.float64, torch.float32
 HALF = (torch.float16, torch.bfloat16)
 VALID, INVALID, VALUE, RELATION = "valid", "invalid", "value", "relation"
