@@ -246,7 +246,11 @@ class PaTHCache:
     def transform(self, w_t: torch.Tensor, beta_t: torch.Tensor) -> None:
         """Move every cached key across ``H_t``: ``k_j <- k_j - beta_t (w_t . k_j) w_t``.
 
-        (A building block of :meth:`step`, which checks its inputs; this does not.)"""
+        (A building block of :meth:`step`, which also checks values; this checks shapes and dtypes only.)"""
+        self._check_parts((("w_t", w_t), ("beta_t", beta_t)))
+        self._transform(w_t, beta_t)
+
+    def _transform(self, w_t: torch.Tensor, beta_t: torch.Tensor) -> None:
         w_t, beta_t = w_t.to(self.dtype), beta_t.to(self.dtype)
         keys = self.keys
         proj = torch.einsum("bhtd,bhd->bht", keys, w_t)
@@ -259,7 +263,12 @@ class PaTHCache:
     def append(self, k_t: torch.Tensor, v_t: torch.Tensor, g_t: Optional[torch.Tensor] = None,
                valid_t: Optional[torch.Tensor] = None) -> None:
         """Append an untransformed key and its value (and the gate, which extends the running sum).
-        ``valid_t [B]`` bool marks padding (False) that later queries must not attend to."""
+        ``valid_t [B]`` bool marks padding (False) that later queries must not attend to. (A building block
+        of :meth:`step`; shapes and dtypes are checked, values are not.)"""
+        self._check_parts((("k_t", k_t), ("v_t", v_t), ("g_t", g_t)), valid_t)
+        self._append(k_t, v_t, g_t, valid_t)
+
+    def _append(self, k_t, v_t, g_t, valid_t) -> None:
         if g_t is not None:
             self.gate_total = self.gate_total + g_t.to(self.dtype)
         t = self._len
@@ -282,7 +291,12 @@ class PaTHCache:
         self._len = t + 1
 
     def attend(self, q_t: torch.Tensor, scale: float) -> torch.Tensor:
-        """Softmax attention of ``q_t`` ``[B, Hq, D]`` over the cache; returns ``[B, Hq, Dv]``."""
+        """Softmax attention of ``q_t`` ``[B, Hq, D]`` over the cache; returns ``[B, Hq, Dv]``. (A building
+        block of :meth:`step`; shapes, dtypes and the scale are checked, values are not.)"""
+        self._check_parts((("q_t", q_t),))
+        return self._attend(q_t, check_scale(scale, self._k.shape[-1]))
+
+    def _attend(self, q_t: torch.Tensor, scale: float) -> torch.Tensor:
         self._records(q_t)
         keys = self.keys.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else self.keys
         values = self.values.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else self.values
@@ -293,13 +307,20 @@ class PaTHCache:
         return torch.einsum("bht,bhtd->bhd", torch.softmax(logits, dim=-1), values)
 
     def _check_step(self, q_t, k_t, v_t, w_t, beta_t, g_t, valid_t, check_values):
+        self._check_parts((("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t)),
+                          valid_t)
+        if check_values:
+            check_step_values(q_t, k_t, v_t, w_t, beta_t, g_t)
+
+    def _check_parts(self, args, valid_t=None) -> None:
+        """Type, dtype, device and shape of the named per-token inputs ``args`` ((name, tensor) pairs;
+        ``g_t`` may be None) and of ``valid_t`` (None allowed)."""
         B, Hk, _, D = self._k.shape
         Hq = Hk * self.n_rep
         expected = {"q_t": (B, Hq, D), "k_t": (B, Hk, D), "v_t": (B, Hk, self._v.shape[-1]),
                     "w_t": (B, Hk, D), "beta_t": (B, Hk), "g_t": (B, Hq)}
         layout = {"q_t": "[B, Hq, D]", "k_t": "[B, Hk, D]", "v_t": "[B, Hk, Dv]", "w_t": "[B, Hk, D]",
                   "beta_t": "[B, Hk]", "g_t": "[B, Hq]"}
-        args = (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t))
         for name, x in args:
             if x is None and name == "g_t":
                 continue
@@ -322,8 +343,6 @@ class PaTHCache:
                 raise ValueError(f"valid_t must be on the cache's device ({self.device}), got {valid_t.device}")
             if tuple(valid_t.shape) != (B,):
                 raise ValueError(f"valid_t must have shape ({B},) = [B], got {tuple(valid_t.shape)}")
-        if check_values:
-            check_step_values(q_t, k_t, v_t, w_t, beta_t, g_t)
 
     def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None,
              check_values: bool = True) -> torch.Tensor:
@@ -344,9 +363,9 @@ class PaTHCache:
         if valid_t is not None:
             beta_t = torch.where(valid_t[:, None], beta_t, torch.zeros_like(beta_t))
             g_t = None if g_t is None else torch.where(valid_t[:, None], g_t, torch.zeros_like(g_t))
-        self.transform(w_t, beta_t)
-        self.append(k_t, v_t, g_t, valid_t)
-        return self.attend(q_t, scale)
+        self._transform(w_t, beta_t)                       # everything was checked above
+        self._append(k_t, v_t, g_t, valid_t)
+        return self._attend(q_t, scale)
 
 
 def keys_to_end(k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor, *, block_size: int = 64,

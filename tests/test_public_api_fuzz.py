@@ -517,6 +517,46 @@ def test_layer_caches_get_and_set_by_name(data):
           lambda _: holder.get_layer_state(idx) is stored or pytest.fail("not stored"))
 
 
+@FUZZ
+@given(data=st.data())
+def test_path_cache_building_blocks(data):
+    """PaTHCache.transform / append / attend (the parts of a step) check shapes, dtypes and the scale by
+    name; used in order they give the NumPy definition of PaTH attention (float64)."""
+    B, T = data.draw(st.integers(0, 2)), data.draw(st.integers(1, 4))
+    q, k, v, w, beta, g = random_path_inputs(B=B, T=T, Hq=2, Hk=1, D=4, gate=data.draw(st.booleans()),
+                                             seed=_seed(data))
+    cache = PaTHCache(B, 2, 1, 4, dtype=f64)
+    broken = data.draw(st.sampled_from([None, "transform", "append", "attend"]))
+    part = data.draw(st.sampled_from(["shape", "type", "dtype", "scale"]))
+    outs = []
+    for t in range(T):
+        w_t, beta_t, k_t, v_t, q_t, scale = w[:, t], beta[:, t], k[:, t], v[:, t], q[:, t], None
+        g_t = None if g is None else g[:, t]
+        bad = ()
+        if broken is not None and t == T - 1:
+            name = {"transform": "w_t", "append": "k_t", "attend": "q_t"}[broken]
+            value = {"w_t": w_t, "k_t": k_t, "q_t": q_t}[name]
+            if part == "scale" and broken == "attend":
+                scale, name = data.draw(st.sampled_from([0.0, -1.0, "0.5", float("nan")])), "scale"
+            elif part == "type":
+                value = value.tolist()
+            elif part == "dtype":
+                value = value.long()
+            else:
+                value = value[..., :3]
+            w_t, k_t, q_t = (value if n == name else x for n, x in (("w_t", w_t), ("k_t", k_t), ("q_t", q_t)))
+            bad = (name,)
+        if judge(lambda: cache.transform(w_t, beta_t), bad if broken == "transform" else ()) is REFUSED:
+            return
+        if judge(lambda: cache.append(k_t, v_t, g_t), bad if broken == "append" else ()) is REFUSED:
+            return
+        out = judge(lambda: cache.attend(q_t, 0.5 if scale is None else scale), bad if broken == "attend" else ())
+        if out is REFUSED:
+            return
+        outs.append(out)
+    close(torch.stack(outs, 1), numpy_path_attention(q, k, v, w, beta, g))
+
+
 def test_decoding_cache_protocol():
     """is_cache recognises the caches by the DecodingCache protocol, never a class or a look-alike name."""
     _, state = _path_state(1, 0)

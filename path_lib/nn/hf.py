@@ -321,7 +321,7 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         lm = self.model
         if input_ids is not None:
             check_tokens(input_ids, lm.vocab_size, ndim=2, name="input_ids",
-                         values=values_checked(lm.check_values, input_ids))
+                         values=isinstance(input_ids, torch.Tensor) and values_checked(lm.check_values, input_ids))
             x = lm.embed(input_ids)
         else:
             x = self._checked_embeds(inputs_embeds)

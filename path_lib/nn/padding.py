@@ -18,7 +18,8 @@ from typing import List, Tuple
 
 import torch
 
-from ..validation import check_cu_seqlens as _check_offsets, dtype_name as _name_dtype, check_device, check_tensor
+from ..validation import (check_bool, check_cu_seqlens as _check_offsets, dtype_name as _name_dtype, check_device,
+                          check_int, check_tensor)
 
 __all__ = ["check_attention_mask", "compaction", "gather_time", "check_cu_seqlens", "varlen_layout"]
 
@@ -33,6 +34,12 @@ def check_attention_mask(mask, batch_size: int, n_new: int, n_past: int, ref: to
     Shapes, dtype and device always; that every entry is 0 or 1 only with ``check_values`` (a device sync).
     Float masks are refused: an additive mask (0 / -inf) read as a padding mask would keep the padding.
     """
+    check_int(batch_size, "batch_size", minimum=0)
+    check_int(n_new, "n_new", minimum=0)
+    check_int(n_past, "n_past", minimum=0)
+    check_bool(check_values, "check_values")
+    if not isinstance(ref, torch.Tensor):
+        raise TypeError(f"ref (the layer input x) must be a torch.Tensor, got {type(ref).__name__}")
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"attention_mask must be a torch.Tensor, got {type(mask).__name__}")
     check_device(mask, "attention_mask")
@@ -82,6 +89,8 @@ def gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 def check_cu_seqlens(cu_seqlens, batch_size: int, total: int) -> List[int]:
     """Sequence offsets ``[N + 1]`` (int32/int64, starting at 0, non-decreasing, ending at ``total``), read
     to the host once (:func:`path_lib.validation.check_cu_seqlens`). Returns them as a list."""
+    check_int(batch_size, "batch_size", minimum=0)
+    check_int(total, "total", minimum=0)
     return _check_offsets(cu_seqlens, batch_size, total).tolist()
 
 
@@ -95,6 +104,14 @@ def varlen_layout(offsets: List[int], device) -> Tuple[torch.Tensor, torch.Tenso
                         + repr(offsets)[:200])
     if offsets[0] != 0 or any(b < a for a, b in zip(offsets, offsets[1:])):
         raise ValueError("offsets must start at 0 and be non-decreasing, got " + repr(list(offsets))[:200])
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+    try:
+        device = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"device {device!r} is not a device: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} is CUDA, and CUDA is not available here")
     starts, lengths = offsets[:-1], [b - a for a, b in zip(offsets, offsets[1:])]
     L = max(lengths)
     t = torch.arange(L, device=device)
