@@ -243,7 +243,8 @@ def test_sdpa_attention_checks_q_k_v_and_bias(data):
     B, T, Hk = data.draw(st.sampled_from([0, 1, 2])), data.draw(st.sampled_from([0, 1, 3])), 1
     Hq = data.draw(st.sampled_from([1, 2]))
     gen = torch.Generator().manual_seed(_seed(data))
-    q, k, v = (torch.randn(B, T, h, 4, generator=gen, dtype=f64) for h in (Hq, Hk, Hk))
+    Dv = data.draw(st.sampled_from([4, 6]))
+    q, k, v = (torch.randn(B, T, h, d, generator=gen, dtype=f64) for h, d in ((Hq, 4), (Hk, 4), (Hk, Dv)))
     bias = torch.randn(1, Hq, T, T, generator=gen, dtype=f64) if data.draw(st.booleans()) else None
     mutation = data.draw(st.sampled_from(["none", "k_T", "v_heads", "k_dtype", "k_list", "bias_shape",
                                           "bias_int", "bias_list", "q_3d"]))
@@ -251,7 +252,7 @@ def test_sdpa_attention_checks_q_k_v_and_bias(data):
     if mutation == "k_T":
         k, bad = torch.randn(B, T + 1, Hk, 4, dtype=f64), ("k", "v")
     elif mutation == "v_heads":
-        v, bad = torch.randn(B, T, Hk + 1, 4, dtype=f64), ("v",)
+        v, bad = torch.randn(B, T, Hk + 1, Dv, dtype=f64), ("v",)
     elif mutation == "k_dtype":
         k, bad = k.float(), ("q", "k", "v")
     elif mutation == "k_list":
@@ -267,7 +268,7 @@ def test_sdpa_attention_checks_q_k_v_and_bias(data):
 
     def reference():
         qn, kn, vn = q.numpy(), k.numpy(), v.numpy()
-        out = np.zeros((B, T, Hq, 4))
+        out = np.zeros((B, T, Hq, Dv))
         for b in range(B):
             for h in range(Hq):
                 for i in range(T):

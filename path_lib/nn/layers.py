@@ -12,7 +12,10 @@ PaTH's per-token parameters follow the paper and fla's layer:
 
 Value checks (finite inputs, token ids in range, mask entries) follow the layer's ``check_values``
 (``None`` by default: only where they cost no device sync and no graph break, i.e. on CPU tensors outside
-``torch.compile``; ``True`` always, ``False`` never). Shapes and dtypes are always checked.
+``torch.compile``; ``True`` always, ``False`` never; anything else is a TypeError). Shapes and dtypes are
+always checked: ``x`` must have the weights' dtype (outside autocast). B = 0 or T = 0 give empty outputs.
+A decoding state carries the tag of the layer that made it (``state["layer"]``: kind and sizes), so a
+state from another layer, or a hand-made dict, is refused by name.
 
 Layers whose class sets ``uses_token_ids = True`` (the token-angle rotations of
 :mod:`path_lib.nn.rotations`) also read the token ids: ``TinyLM`` hands them over as ``layer.token_ids``
@@ -245,8 +248,6 @@ def sdpa_attention(q, k, v, bias: Optional[torch.Tensor] = None) -> torch.Tensor
             fits = False
         if not fits:
             raise ValueError(f"bias must broadcast to {(B, Hq, T, T)} = [B, Hq, T, T], got {tuple(bias.shape)}")
-    if v.shape[3] != q.shape[3] and q.shape[1] == 0:
-        return q.new_zeros(*q.shape[:3], v.shape[3])
     n_rep = q.shape[2] // k.shape[2]
     qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     if n_rep > 1:
@@ -473,7 +474,8 @@ class PaTHAttention(AttentionLayer):
 
     * ``attention_mask [B, T]`` (bool or 0/1 integers, 1 = token): padding anywhere in a row (left
       padding for generation) is removed as if the row had been unpadded; outputs at padding positions
-      are unspecified (finite). In decoding it may cover the cached tokens too (``[B, t + T]``).
+      are unspecified (finite). In decoding it may cover the cached tokens too (``[B, t + T]``); that
+      part must then repeat the padding the cache was built with (checked where values are checked).
     * ``cu_seqlens [N + 1]`` (int32/int64): ``x [1, total, d_model]`` holds N packed sequences, each
       computed independently (convolution and attention stop at the boundaries). Reads the offsets to
       the host once. Not with a cache or a mask.
@@ -574,8 +576,8 @@ class PaTHAttention(AttentionLayer):
     def _triton_decoding(self, x: torch.Tensor) -> bool:
         """Whether decoding uses the GPU cache of ``path_lib.kernels.decode`` (CUDA with the Triton backend and not
         recording gradients; else :class:`path_lib.decoding.PaTHCache`, exact for backpropagation)."""
-        if not x.is_cuda or self._resolve_backend(x) != "triton":
-            return False
+        if not x.is_cuda or x.shape[0] == 0 or self._resolve_backend(x) != "triton":
+            return False                                     # (an empty batch: the PyTorch cache, which takes B = 0)
         records = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         return not records
 
