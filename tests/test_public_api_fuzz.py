@@ -180,6 +180,9 @@ def test_layer_step_refuses_foreign_states_by_name(data):
         y, new_state = out
         close(y, layer(x)[:, 2])
         assert new_state["layer"] == layer._state_tag()
+        holder = C.StateCache()
+        holder.set_layer_state(0, new_state)
+        assert holder.get_seq_length(0) == 3                   # the tokens this state has seen
     judge(lambda: layer.step(x_t, state), bad, check)
 
 

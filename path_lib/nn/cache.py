@@ -74,12 +74,21 @@ class StateCache:
         self._states[layer_idx] = state
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
+        """Tokens seen by layer ``layer_idx`` (padding included): its cache's length, its position counter,
+        or the time length of its cached keys (``[B, H, t, D]``) or inputs (``[B, t, d_model]``)."""
         state = self.get_layer_state(layer_idx)
         if state is None:
             return 0
         if is_cache(state.get("cache")):
             return len(state["cache"])
-        return int(state.get("pos", 0))
+        if "pos" in state:
+            return int(state["pos"])
+        if isinstance(state.get("k"), torch.Tensor):
+            return state["k"].shape[2]
+        if isinstance(state.get("x"), torch.Tensor):
+            return state["x"].shape[1]
+        raise ValueError(f"state of layer_idx={layer_idx} is not a layer's decoding state "
+                         f"(keys {sorted(map(str, state))})")
 
     def select(self, index: torch.Tensor) -> None:
         """Keep batch rows ``index`` (1-D int64, values in ``[0, B)``) in every layer (beam search reorders
