@@ -24,6 +24,7 @@ Needs ``transformers`` (``pip install path-attention-book[hf]``); tested with tr
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -416,10 +417,8 @@ def _saved_config(path) -> Optional[dict]:
 def _structure(config) -> dict:
     """The structural fields of a config (a PaTHConfig or a config.json dict), defaults resolved."""
     get = config.get if isinstance(config, dict) else lambda name, default=None: getattr(config, name, default)
-    defaults = PaTHConfig.__init__.__defaults__
-    names = PaTHConfig.__init__.__code__.co_varnames[1:1 + len(defaults)]
-    default = dict(zip(names, defaults))
-    out = {name: get(name, default.get(name, True)) for name in _STRUCTURE}
+    default = {name: p.default for name, p in inspect.signature(PaTHConfig.__init__).parameters.items()}
+    out = {name: get(name, default[name]) for name in _STRUCTURE}
     if out["num_key_value_heads"] is None:
         out["num_key_value_heads"] = out["num_attention_heads"]
     if out["head_dim"] is None and isinstance(out["hidden_size"], int) and isinstance(out["num_attention_heads"], int):
