@@ -63,10 +63,19 @@ class DecodingCache(Protocol):
              check_values: bool = True) -> torch.Tensor: ...
 
 
+_IS_CACHE_TYPE: dict = {}
+
+
 def is_cache(obj) -> bool:
     """Whether ``obj`` is a PaTH decoding cache (an instance implementing :class:`DecodingCache`: a
-    :class:`PaTHCache` or the GPU's ``TritonPaTHCache``). Any object may be asked; a class is not a cache."""
-    return not isinstance(obj, type) and isinstance(obj, DecodingCache)
+    :class:`PaTHCache` or the GPU's ``TritonPaTHCache``). Any object may be asked; a class is not a cache.
+
+    The answer is kept per type (the protocol's members are the class's), so the layers' per-step state
+    checks cost a dict lookup rather than a structural check."""
+    known = _IS_CACHE_TYPE.get(type(obj))
+    if known is None:
+        known = _IS_CACHE_TYPE[type(obj)] = not isinstance(obj, type) and isinstance(obj, DecodingCache)
+    return known
 
 
 def _check_index(index, batch_size: int, device, *, allow_empty: bool = True) -> None:
