@@ -94,7 +94,7 @@ def _check_index(index, batch_size: int, device, *, allow_empty: bool = True) ->
 
 
 class PaTHCache:
-    """Key-value cache for PaTH (and PaTH-FoX) decoding.
+    """Key-value cache for PaTH (and PaTH-FoX) decoding (a :class:`DecodingCache`).
 
     Attributes:
         keys: ``[B, Hk, t, D]`` cached keys, each transformed to the current position.

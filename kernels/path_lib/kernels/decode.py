@@ -292,7 +292,9 @@ class TritonPaTHCache:
         splits: how many programs share one head's cache (None: from ``config.programs_per_sm``).
         config: a :class:`DecodeConfig` (default :data:`DEFAULT_CONFIG`).
 
-    A step runs no host synchronisation: lengths are Python integers kept on the host.
+    A step runs no host synchronisation: lengths are Python integers kept on the host. The class
+    implements the layers' cache protocol, :class:`path_lib.decoding.DecodingCache` (``len``,
+    ``batch_size``, ``device``, ``valid``, ``select``, ``step``), structurally: nothing here imports it.
     """
 
     def __init__(self, batch_size: int, n_q_heads: int, n_kv_heads: int, head_dim: int,
