@@ -134,6 +134,8 @@ def test_decode_config_and_cache_arguments(data):
     args = {"batch_size": 1, "n_q_heads": 2, "n_kv_heads": 1, "head_dim": 16, **{arg: bad_value}}
     device = "cuda" if torch.cuda.is_available() else "meta"
     judge(lambda: TritonPaTHCache(**args, device=device), (arg, "device"))
+    bad_device = data.draw(st.sampled_from(["x", -1, None, True, "cuda:7" if not torch.cuda.is_available() else "x"]))
+    judge(lambda: TritonPaTHCache(1, 2, 1, 16, device=bad_device), ("device",))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -322,7 +322,14 @@ class TritonPaTHCache:
         if config is not None and not isinstance(config, DecodeConfig):
             raise TypeError(f"config must be a path_lib.kernels.decode.DecodeConfig, got {type(config).__name__}")
         self.config = DEFAULT_CONFIG if config is None else config
-        device = torch.device(device)
+        if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+            raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+        try:
+            device = torch.device(device)
+        except RuntimeError as e:
+            raise ValueError(f"device {device!r} is not a device: {e}") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {str(device)!r} is CUDA, and CUDA is not available here")
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         if device.type != "cuda" and not (device.type == "cpu" and _interpret()):
