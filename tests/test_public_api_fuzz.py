@@ -20,6 +20,7 @@ constant, or its module must be listed as out of scope with the reason.
 """
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import math
@@ -140,6 +141,7 @@ def test_layer_forward_is_refused_by_name_or_equals_decoding(data):
         assert y.shape == (B, T, D_MODEL) and y.dtype == f64
         close(y, _decode(layer, x)[0])
         close(y, layer.prefill(x)[0])
+        close(copy.deepcopy(layer).float()(x.float()), y, 1e-4)      # float32 against the float64 result
     judge(lambda: layer(x), bad, check)
 
 
