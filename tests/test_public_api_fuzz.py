@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
 import json
 import math
 import pkgutil
@@ -32,7 +33,6 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import path_lib
 from helpers import numpy_path_attention, random_path_inputs
 from path_lib import validation as V
 from path_lib.blockwise.mirror import blockwise_path_attention
@@ -1148,11 +1148,15 @@ OUT_OF_SCOPE_PACKAGES = {
 
 
 def _public_modules():
-    names = ["path_lib"]
-    for info in pkgutil.walk_packages(path_lib.__path__, "path_lib."):
-        if not any(p.startswith("_") for p in info.name.split(".")):
-            names.append(info.name)
-    return names
+    """path_lib's public modules and path_lib.kernels' (installed from kernels/, so walked on its own)."""
+    names = []
+    packages = ["path_lib"] + (["path_lib.kernels"] if importlib.util.find_spec("triton") else [])
+    for package in packages:
+        names.append(package)
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+            if not any(p.startswith("_") for p in info.name.split(".")):
+                names.append(info.name)
+    return sorted(set(names))
 
 
 def test_every_public_name_is_covered():
