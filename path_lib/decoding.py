@@ -13,7 +13,7 @@ g_t ``[B, Hq]``. Sequence shapes are the library's ``[B, T, H, D]``.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
@@ -23,7 +23,7 @@ from .validation import (PARAM_DTYPES, dtype_name, check_block_size, check_bool,
 from .blockwise.mirror import blockwise_path_attention
 from .reference.householder import _block_product, _boundary_adjusted_keys, _ut_transform
 
-__all__ = ["PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"]
+__all__ = ["DecodingCache", "PaTHCache", "is_cache", "keys_to_end", "prefill", "decode_path_attention"]
 
 CACHE_DTYPES = (torch.float32, torch.float64)
 
@@ -32,16 +32,69 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
+@runtime_checkable
+class DecodingCache(Protocol):
+    """What the layers need of a PaTH decoding cache: :class:`PaTHCache`, and the GPU's
+    ``path_lib.kernels.decode.TritonPaTHCache``, which implements it without importing this module (a
+    structural protocol, so this module never imports triton).
+
+    ``len(cache)``: tokens held (padding included); ``batch_size``; ``device``; ``valid``: ``[B, t]`` bool
+    (False: a padding slot) or None when every slot holds a token; ``select(index)``: keep batch rows
+    ``index`` (1-D integer tensor, values in ``[0, batch_size)``); ``step(q_t, k_t, v_t, w_t, beta_t, g_t,
+    *, scale, valid_t, check_values) -> [B, Hq, Dv]``. Both caches also expose ``keys``, the cached keys
+    moved to the current position, ``[B, Hk, t, D]`` (computed on demand by the GPU cache, so it is not
+    part of the runtime check).
+    """
+
+    def __len__(self) -> int: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def valid(self) -> Optional[torch.Tensor]: ...
+
+    def select(self, index: torch.Tensor) -> None: ...
+
+    def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None,
+             check_values: bool = True) -> torch.Tensor: ...
+
+
+_IS_CACHE_TYPE: dict = {}
+
+
 def is_cache(obj) -> bool:
-    """Whether ``obj`` is a PaTH decoding cache: a :class:`PaTHCache` or the GPU's
-    ``path_lib.kernels.decode.TritonPaTHCache`` (recognised by name, so that this never imports triton). Both
-    have ``len``, ``batch_size``, ``keys`` (moved to the current position), ``select`` and ``step``."""
-    return isinstance(obj, PaTHCache) or (type(obj).__name__ == "TritonPaTHCache"
-                                          and type(obj).__module__.endswith("path_lib.kernels.decode"))
+    """Whether ``obj`` is a PaTH decoding cache (an instance implementing :class:`DecodingCache`: a
+    :class:`PaTHCache` or the GPU's ``TritonPaTHCache``). Any object may be asked; a class is not a cache.
+
+    The answer is kept per type (the protocol's members are the class's), so the layers' per-step state
+    checks cost a dict lookup rather than a structural check."""
+    known = _IS_CACHE_TYPE.get(type(obj))
+    if known is None:
+        known = _IS_CACHE_TYPE[type(obj)] = not isinstance(obj, type) and isinstance(obj, DecodingCache)
+    return known
+
+
+def _check_index(index, batch_size: int, device, *, allow_empty: bool = True) -> None:
+    """``index``: a 1-D int64/int32 tensor on ``device`` whose values lie in ``[0, batch_size)`` (read to
+    the host: one sync, so that an out-of-range row is refused here rather than failing inside indexing)."""
+    check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
+    if index.device != device:
+        raise ValueError(f"index must be on the cache's device ({device}), got {index.device}")
+    if index.numel() == 0:
+        if not allow_empty:
+            raise ValueError("index must keep at least one row (this cache needs batch size >= 1)")
+        return
+    lo, hi = (int(x) for x in torch.aminmax(index))
+    if lo < 0 or hi >= batch_size:
+        raise ValueError(f"index must lie in [0, {batch_size}) (the cache's batch rows), got values in [{lo}, {hi}]")
 
 
 class PaTHCache:
-    """Key-value cache for PaTH (and PaTH-FoX) decoding.
+    """Key-value cache for PaTH (and PaTH-FoX) decoding (a :class:`DecodingCache`).
 
     Attributes:
         keys: ``[B, Hk, t, D]`` cached keys, each transformed to the current position.
@@ -171,10 +224,9 @@ class PaTHCache:
             self._valid = grow(self._valid, 1)
 
     def select(self, index: torch.Tensor) -> None:
-        """Keep batch rows ``index`` (a 1-D int64 tensor; beam search reorders the batch this way)."""
-        check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
-        if index.device != self.device:
-            raise ValueError(f"index must be on the cache's device ({self.device}), got {index.device}")
+        """Keep batch rows ``index`` (a 1-D int64 tensor, values in ``[0, batch_size)``; beam search reorders
+        the batch this way)."""
+        _check_index(index, self.batch_size, self.device)
         self._k, self._v, self._gp = self._k[index], self._v[index], self._gp[index]
         self.gate_total = self.gate_total[index]
         if self._valid is not None:
@@ -203,7 +255,11 @@ class PaTHCache:
     def transform(self, w_t: torch.Tensor, beta_t: torch.Tensor) -> None:
         """Move every cached key across ``H_t``: ``k_j <- k_j - beta_t (w_t . k_j) w_t``.
 
-        (A building block of :meth:`step`, which checks its inputs; this does not.)"""
+        (A building block of :meth:`step`, which also checks values; this checks shapes and dtypes only.)"""
+        self._check_parts((("w_t", w_t), ("beta_t", beta_t)))
+        self._transform(w_t, beta_t)
+
+    def _transform(self, w_t: torch.Tensor, beta_t: torch.Tensor) -> None:
         w_t, beta_t = w_t.to(self.dtype), beta_t.to(self.dtype)
         keys = self.keys
         proj = torch.einsum("bhtd,bhd->bht", keys, w_t)
@@ -216,7 +272,12 @@ class PaTHCache:
     def append(self, k_t: torch.Tensor, v_t: torch.Tensor, g_t: Optional[torch.Tensor] = None,
                valid_t: Optional[torch.Tensor] = None) -> None:
         """Append an untransformed key and its value (and the gate, which extends the running sum).
-        ``valid_t [B]`` bool marks padding (False) that later queries must not attend to."""
+        ``valid_t [B]`` bool marks padding (False) that later queries must not attend to. (A building block
+        of :meth:`step`; shapes and dtypes are checked, values are not.)"""
+        self._check_parts((("k_t", k_t), ("v_t", v_t), ("g_t", g_t)), valid_t)
+        self._append(k_t, v_t, g_t, valid_t)
+
+    def _append(self, k_t, v_t, g_t, valid_t) -> None:
         if g_t is not None:
             self.gate_total = self.gate_total + g_t.to(self.dtype)
         t = self._len
@@ -239,7 +300,12 @@ class PaTHCache:
         self._len = t + 1
 
     def attend(self, q_t: torch.Tensor, scale: float) -> torch.Tensor:
-        """Softmax attention of ``q_t`` ``[B, Hq, D]`` over the cache; returns ``[B, Hq, Dv]``."""
+        """Softmax attention of ``q_t`` ``[B, Hq, D]`` over the cache; returns ``[B, Hq, Dv]``. (A building
+        block of :meth:`step`; shapes, dtypes and the scale are checked, values are not.)"""
+        self._check_parts((("q_t", q_t),))
+        return self._attend(q_t, check_scale(scale, self._k.shape[-1]))
+
+    def _attend(self, q_t: torch.Tensor, scale: float) -> torch.Tensor:
         self._records(q_t)
         keys = self.keys.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else self.keys
         values = self.values.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else self.values
@@ -250,13 +316,20 @@ class PaTHCache:
         return torch.einsum("bht,bhtd->bhd", torch.softmax(logits, dim=-1), values)
 
     def _check_step(self, q_t, k_t, v_t, w_t, beta_t, g_t, valid_t, check_values):
+        self._check_parts((("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t)),
+                          valid_t)
+        if check_values:
+            check_step_values(q_t, k_t, v_t, w_t, beta_t, g_t)
+
+    def _check_parts(self, args, valid_t=None) -> None:
+        """Type, dtype, device and shape of the named per-token inputs ``args`` ((name, tensor) pairs;
+        ``g_t`` may be None) and of ``valid_t`` (None allowed)."""
         B, Hk, _, D = self._k.shape
         Hq = Hk * self.n_rep
         expected = {"q_t": (B, Hq, D), "k_t": (B, Hk, D), "v_t": (B, Hk, self._v.shape[-1]),
                     "w_t": (B, Hk, D), "beta_t": (B, Hk), "g_t": (B, Hq)}
         layout = {"q_t": "[B, Hq, D]", "k_t": "[B, Hk, D]", "v_t": "[B, Hk, Dv]", "w_t": "[B, Hk, D]",
                   "beta_t": "[B, Hk]", "g_t": "[B, Hq]"}
-        args = (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("w_t", w_t), ("beta_t", beta_t), ("g_t", g_t))
         for name, x in args:
             if x is None and name == "g_t":
                 continue
@@ -279,8 +352,6 @@ class PaTHCache:
                 raise ValueError(f"valid_t must be on the cache's device ({self.device}), got {valid_t.device}")
             if tuple(valid_t.shape) != (B,):
                 raise ValueError(f"valid_t must have shape ({B},) = [B], got {tuple(valid_t.shape)}")
-        if check_values:
-            check_step_values(q_t, k_t, v_t, w_t, beta_t, g_t)
 
     def step(self, q_t, k_t, v_t, w_t, beta_t, g_t=None, *, scale=None, valid_t=None,
              check_values: bool = True) -> torch.Tensor:
@@ -301,9 +372,9 @@ class PaTHCache:
         if valid_t is not None:
             beta_t = torch.where(valid_t[:, None], beta_t, torch.zeros_like(beta_t))
             g_t = None if g_t is None else torch.where(valid_t[:, None], g_t, torch.zeros_like(g_t))
-        self.transform(w_t, beta_t)
-        self.append(k_t, v_t, g_t, valid_t)
-        return self.attend(q_t, scale)
+        self._transform(w_t, beta_t)                       # everything was checked above
+        self._append(k_t, v_t, g_t, valid_t)
+        return self._attend(q_t, scale)
 
 
 def keys_to_end(k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor, *, block_size: int = 64,

@@ -139,3 +139,66 @@ def test_layer_and_model_bad_input():
         model(torch.tensor([[0, 5]]))
     with pytest.raises(TypeError, match="integer"):
         model(torch.zeros(1, 2))
+
+
+# -- the edges of issue "Bad input at the edges": caches, sampling, sdpa_attention ----------------------
+
+def test_caches_refuse_rows_they_do_not_hold():
+    from path_lib.nn.cache import StateCache, select_state
+    layer = PaTHAttention(8, 2).eval()
+    _, state = layer.prefill(torch.randn(2, 3, 8))
+    holder = StateCache()
+    holder.set_layer_state(0, state)
+    keys = state["cache"].keys.clone()
+    for select in (state["cache"].select, lambda i: select_state(state, i), holder.select):
+        for index in (torch.tensor([5]), torch.tensor([-1])):
+            with pytest.raises(ValueError, match="index must lie in \\[0, 2\\)"):
+                select(index)
+    torch.testing.assert_close(state["cache"].keys, keys, rtol=0, atol=0)   # nothing changed
+    holder.select(torch.tensor([1, 1, 0]))
+    torch.testing.assert_close(state["cache"].keys, keys[[1, 1, 0]], rtol=0, atol=0)
+    assert holder.get_seq_length() == 3
+
+
+def test_is_cache_is_the_decoding_cache_protocol():
+    from path_lib.decoding import DecodingCache, is_cache
+
+    class PaTHCacheLookalike:                        # a name is not enough
+        pass
+    cache = PaTHCache(1, 2, 2, 4)
+    assert isinstance(cache, DecodingCache) and is_cache(cache)
+    assert not is_cache(PaTHCacheLookalike()) and not is_cache(PaTHCache) and not is_cache({"cache": cache})
+
+
+def test_sampling_edges():
+    from path_lib.nn.sampling import filter_logits, sample_next
+    logits = torch.tensor([[0.0, 3.0, 1.0], [2.0, float("-inf"), 1.0]])
+    gen = torch.Generator().manual_seed(0)
+    assert sample_next(logits, temperature=1e-300, generator=gen).tolist() == [1, 0]
+    for bad in (torch.tensor([[float("nan"), 0.0]]), torch.tensor([[float("inf"), 0.0]]), torch.zeros(2, 0),
+                torch.full((1, 3), float("-inf"))):
+        with pytest.raises(ValueError, match="logits"):
+            sample_next(bad, temperature=1.0)
+    with pytest.raises(ValueError, match="logits"):
+        sample_next(torch.tensor([[float("nan"), 0.0]]))                    # greedy too
+    with pytest.raises(ValueError, match="top_k"):
+        filter_logits(logits, top_k=0)
+    with pytest.raises(ValueError, match="top_p"):
+        filter_logits(logits, top_p=0.0)
+    with pytest.raises(TypeError, match="check_values"):
+        sample_next(logits, check_values=1)
+    kept = filter_logits(logits, top_k=1) > float("-inf")
+    assert kept.tolist() == [[False, True, False], [True, False, False]]
+
+
+def test_sdpa_attention_checks_k_v_and_bias():
+    from path_lib.nn.layers import sdpa_attention
+    q, k, v = torch.randn(1, 3, 2, 4), torch.randn(1, 3, 1, 4), torch.randn(1, 3, 1, 4)
+    ref = path_attention(q.double(), k.double(), v.double(), torch.nn.functional.normalize(torch.ones(1, 3, 1, 4),
+                         dim=-1).double(), torch.zeros(1, 3, 1, dtype=torch.float64))   # beta 0: plain softmax
+    torch.testing.assert_close(sdpa_attention(q, k, v).double(), ref, rtol=1e-5, atol=1e-5)
+    for args, name in (((q, k[:, :2], v), "k"), ((q, k, v[:, :, :, :3].expand(1, 3, 2, 3)), "v"),
+                       ((q, k.double(), v), "dtype"), ((q, k, v, torch.zeros(1, 2, 4, 3)), "bias"),
+                       ((q, k, v, torch.zeros(1, 2, 3, 3, dtype=torch.long)), "bias"), ((q, [1], v), "k")):
+        with pytest.raises((ValueError, TypeError), match=name):
+            sdpa_attention(*args)

@@ -66,7 +66,8 @@ def test_forward_backward_reads_no_value_on_the_host(attention):
                 _, state = lm.prefill(tokens)
                 lm.step(tokens[:, 0], state)
                 _, _, cache = layer(torch.randn(2, 7, 8), attention_mask=mask, use_cache=True)
-                layer(torch.randn(2, 1, 8), attention_mask=torch.ones(2, 8, dtype=torch.long), past_key_values=cache)
+                step_mask = torch.cat([mask, torch.ones(2, 1, dtype=torch.long)], 1)   # the prompt's padding kept
+                layer(torch.randn(2, 1, 8), attention_mask=step_mask, past_key_values=cache)
         counts[flag] = c.n
     assert counts[False] == 0
     assert counts[True] > 0                      # the counter does see the value checks

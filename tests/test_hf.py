@@ -1,5 +1,7 @@
 """The Hugging Face model (path_lib.nn.hf) with real transformers classes, and the converter from fla's PaTH
 layer weights (checked against fla's layer written out from its definition, in float64)."""
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -270,3 +272,68 @@ def test_fla_forward_on_gpu_equals_converted_layer():
     x = torch.randn(2, 200, 256, device="cuda")
     with torch.no_grad():
         torch.testing.assert_close(layer(x), fla(x)[0], atol=2e-3, rtol=2e-3)
+
+
+# -- the edges of issue "Bad input at the edges" ------------------------------------------------------
+
+def test_inputs_embeds_and_labels_are_checked():
+    m = _model()
+    ids = _ids(2, 5)
+    embeds = m.model.embed(ids).detach()
+    torch.testing.assert_close(m(inputs_embeds=embeds).logits, m(ids).logits, rtol=0, atol=1e-12)
+    for bad, exc in ((embeds[0], ValueError), (embeds[..., :8], ValueError), (embeds.float(), TypeError),
+                     (embeds.tolist(), TypeError), (embeds * float("nan"), ValueError)):
+        with pytest.raises(exc, match="inputs_embeds"):
+            m(inputs_embeds=bad)
+    with pytest.raises(ValueError, match="labels hold no target"):
+        m(ids, labels=torch.full_like(ids, -100))
+    with pytest.raises(ValueError, match="labels of shape"):
+        m(ids[:, :1], labels=ids[:, :1])
+
+
+@pytest.mark.parametrize("field,value", [("num_hidden_layers", 3), ("use_forget_gate", False),
+                                         ("tie_word_embeddings", False), ("hidden_size", 32), ("conv_size", 4)])
+def test_from_pretrained_names_a_config_field_that_does_not_fit_the_weights(tmp_path, field, value):
+    _model().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=field):
+        PaTHForCausalLM.from_pretrained(tmp_path, **{field: value})
+    config = (tmp_path / "config.json").read_text()                   # the same change made in the file
+    (tmp_path / "config.json").write_text(json.dumps({**json.loads(config), field: value}))
+    with pytest.raises(ValueError, match=field):
+        PaTHForCausalLM.from_pretrained(tmp_path)
+
+
+def test_from_pretrained_names_a_broken_config_file_and_dtype(tmp_path):
+    _model().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="dtype"):
+        PaTHForCausalLM.from_pretrained(tmp_path, dtype="float99")
+    text = (tmp_path / "config.json").read_text()
+    for broken, exc in ((text[:30], ValueError), ("[]", TypeError)):
+        (tmp_path / "config.json").write_text(broken)
+        with pytest.raises(exc, match="pretrained_model_name_or_path=.*config.json"):
+            PaTHForCausalLM.from_pretrained(tmp_path)
+
+
+def test_dynamic_cache_checks_layer_idx_and_state():
+    cache = PaTHDynamicCache()
+    with pytest.raises(ValueError, match="layer_idx"):
+        cache.get_layer_state(-1)
+    with pytest.raises(TypeError, match="state"):
+        cache.set_layer_state(0, [])
+
+
+def test_fla_weights_of_two_dtypes_are_refused():
+    layer = path_attention_from_fla(_fla_state_dict_example())
+    assert layer.q_proj.weight.dtype == torch.float32
+    sd = _fla_state_dict_example()
+    sd["bt_proj.weight"] = sd["bt_proj.weight"].double()
+    with pytest.raises(TypeError, match="sd holds weights of several dtypes"):
+        path_attention_from_fla(sd)
+
+
+def _fla_state_dict_example(d=8, H=2, Dh=4, r=3):
+    g = torch.Generator().manual_seed(0)
+    shapes = {"q_proj.weight": (H * Dh, d), "k_proj.weight": (H * Dh, d), "v_proj.weight": (H * Dh, d),
+              "o_proj.weight": (d, H * Dh), "w_proj.0.weight": (r, d), "w_proj.1.weight": (H * Dh, r),
+              "w_conv1d.weight": (H * Dh, 1, 3), "bt_proj.weight": (H, d), "bt_proj.bias": (H,)}
+    return {k: torch.randn(*s, generator=g) for k, s in shapes.items()}

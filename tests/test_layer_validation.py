@@ -257,3 +257,67 @@ def test_auto_backend_warns_once_when_it_falls_back_on_cuda(monkeypatch):
     assert len(msgs) == 1 and "GPU_VERIFIED is False" in msgs[0]
     monkeypatch.setattr(kernels, "GPU_VERIFIED", True)
     assert layer._resolve_backend(FakeCuda()) == "triton"
+
+
+# -- 4. the edges of issue "Bad input at the edges" -----------------------------------------------
+
+@pytest.mark.parametrize("cls", [NoPEAttention, RoPEAttention, ALiBiAttention, FoXAttention, SBAAttention,
+                                 PaTHAttention])
+def test_float64_layer_names_a_float32_input(cls):
+    layer = cls(D, H).double()
+    with pytest.raises(TypeError, match=r"x has dtype float32 .* float64"):
+        layer(torch.randn(1, 3, D))
+    with pytest.raises(TypeError, match=r"x_t has dtype float32"):
+        layer.step(torch.randn(1, D))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_batch_gives_empty_outputs(kind):
+    layer = make_attention(kind, D, H)
+    assert layer(torch.randn(0, 3, D)).shape == (0, 3, D)
+    y, state = layer.prefill(torch.randn(0, 3, D))
+    assert y.shape == (0, 3, D) and layer.step(torch.randn(0, D), state)[0].shape == (0, D)
+    lm = _lm(kind)
+    assert lm(torch.zeros(0, 3, dtype=torch.long)).shape == (0, 3, V)
+    assert lm.prefill(torch.zeros(0, 3, dtype=torch.long))[0].shape == (0, V)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_step_names_an_empty_or_foreign_state(kind):
+    layer = make_attention(kind, D, H)
+    x_t = torch.randn(2, D)
+    with pytest.raises(ValueError, match="state is not a state returned by a layer"):
+        layer.step(x_t, {})
+    other = "nope" if kind != "nope" else "sba"
+    _, foreign = make_attention(other, D, H).step(x_t)
+    with pytest.raises(ValueError, match="state is a state of"):
+        layer.step(x_t, foreign)
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes", 1.0])
+def test_check_values_must_be_a_bool_or_none(value):
+    with pytest.raises(TypeError, match="check_values"):
+        NoPEAttention(D, H).check_values = value
+    lm = _lm("path")
+    with pytest.raises(TypeError, match="check_values"):
+        lm.check_values = value
+    lm.check_values = False
+    assert lm.blocks[0].attn.check_values is False
+
+
+def test_decode_mask_that_contradicts_the_cache_is_refused():
+    torch.manual_seed(0)
+    layer = PaTHAttention(D, H).eval()
+    _, _, cache = layer(torch.randn(2, 3, D), use_cache=True)          # every prompt token real
+    mask = torch.ones(2, 4, dtype=torch.long)
+    mask[0, 1] = 0                                                      # a cached token as padding
+    with pytest.raises(ValueError, match="attention_mask contradicts the cache in rows \\[0\\]"):
+        layer(torch.randn(2, 1, D), attention_mask=mask, past_key_values=cache)
+    y, _, _ = layer(torch.randn(2, 1, D), attention_mask=torch.ones(2, 4, dtype=torch.long), past_key_values=cache)
+    assert y.shape == (2, 1, D)
+
+
+def test_generate_with_a_tiny_temperature_is_greedy():
+    lm = _lm("path").eval()
+    prompt = torch.randint(0, V, (2, 4))
+    assert torch.equal(lm.generate(prompt, 3, temperature=1e-300), lm.generate(prompt, 3))

@@ -24,6 +24,10 @@ Needs ``transformers`` (``pip install path-attention-book[hf]``); tested with tr
 """
 from __future__ import annotations
 
+import inspect
+import json
+import os
+import re
 from typing import Mapping, Optional
 
 import torch
@@ -44,7 +48,9 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on the environmen
     raise ImportError("path_lib.nn.hf needs transformers: pip install 'path-attention-book[hf]' "
                       "(or pip install transformers)") from e
 
-from ..validation import check_bool, check_choice, check_int, check_number, check_tokens, values_checked
+from ..validation import (FLOAT_DTYPES, check_bool, check_choice, check_finite, check_int, check_number, check_tensor,
+                          check_tokens, dtype_name, values_checked)
+from ..decoding import is_cache
 from .cache import select_state
 from .layers import BACKENDS, PaTHAttention
 from .model import TinyLM
@@ -86,10 +92,17 @@ class PaTHConfig(PretrainedConfig):
             if value is not None:
                 check_int(value, name, minimum=1)
         check_number(mlp_ratio, "mlp_ratio", positive=True)
-        if beta_max is not None:
-            check_number(beta_max, "beta_max")
+        if beta_max is not None and not 0 < check_number(beta_max, "beta_max") <= 2:
+            raise ValueError(f"beta_max must lie in (0, 2] or be None, got {beta_max}")
+        if head_dim is None and hidden_size % num_attention_heads:
+            raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_attention_heads "
+                             f"({num_attention_heads}) unless head_dim is given")
+        if num_key_value_heads is not None and num_attention_heads % num_key_value_heads:
+            raise ValueError(f"num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads "
+                             f"({num_key_value_heads})")
         check_bool(use_forget_gate, "use_forget_gate")
         check_bool(use_cache, "use_cache")
+        check_bool(tie_word_embeddings, "tie_word_embeddings")
         check_choice(backend, "backend", BACKENDS)
         self.vocab_size, self.hidden_size, self.num_hidden_layers = vocab_size, hidden_size, num_hidden_layers
         self.num_attention_heads, self.num_key_value_heads, self.head_dim = num_attention_heads, num_key_value_heads, head_dim
@@ -163,10 +176,18 @@ class PaTHDynamicCache(Cache):
         super().__init__(layer_class_to_replicate=PaTHCacheLayer)
 
     def get_layer_state(self, layer_idx: int) -> Optional[dict]:
+        """Layer ``layer_idx``'s decoding state (an int >= 0), None before that layer stored one."""
+        check_int(layer_idx, "layer_idx", minimum=0)
         return self.layers[layer_idx].state if layer_idx < len(self.layers) else None
 
     def set_layer_state(self, layer_idx: int, state: dict) -> None:
+        """Store a PaTH layer's decoding state (the dict ``PaTHAttention`` keeps: ``{"cache", "conv", ...}``)."""
         check_int(layer_idx, "layer_idx", minimum=0)
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a PaTH layer's decoding state (a dict), got {type(state).__name__}")
+        if not is_cache(state.get("cache")) or not isinstance(state.get("conv"), torch.Tensor):
+            raise ValueError("state must be a PaTH layer's decoding state, a dict holding a decoding 'cache' and "
+                             f"the 'conv' window, got a dict with keys {sorted(map(str, state))}")
         while len(self.layers) <= layer_idx:
             self.layers.append(PaTHCacheLayer())
         self.layers[layer_idx].state = state
@@ -206,6 +227,28 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
     def _supports_default_dynamic_cache(cls) -> bool:
         return False                         # the model makes its own PaTHDynamicCache
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """``PreTrainedModel.from_pretrained``, checked: the config in use (the checkpoint's, a ``config=``,
+        or changed by keyword arguments such as ``num_hidden_layers=3``) must describe the checkpoint's
+        weights. A field that differs from the checkpoint's own ``config.json``, or weights that are
+        missing, left over or of another shape, raise a ValueError naming the config field, instead of
+        loading randomly initialised weights with only a printed report. An unreadable ``config.json`` and
+        a ``dtype`` that names no torch dtype raise a ValueError / TypeError naming them.
+        ``ignore_mismatched_sizes=True`` keeps transformers' behaviour for weights of another shape (they are
+        initialised afresh; missing and left-over weights are still refused)."""
+        _check_load_dtype(kwargs)
+        config = kwargs.get("config")
+        if config is not None and not isinstance(config, (PaTHConfig, str, os.PathLike)):
+            raise TypeError(f"config must be a PaTHConfig (or a path to one), got {type(config).__name__}")
+        saved = _saved_config(pretrained_model_name_or_path)
+        allow_mismatch = kwargs.pop("ignore_mismatched_sizes", False)
+        want_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
+                                              ignore_mismatched_sizes=True, **kwargs)
+        _check_loaded(model.config, saved, info, allow_mismatch)
+        return (model, info) if want_info else model
+
     def _init_weights(self, module):
         """TinyLM's initialisation (what a fresh ``TinyLM`` does), for weights a checkpoint does not set."""
         from transformers import initialization as init
@@ -221,6 +264,24 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+
+    def _checked_embeds(self, inputs_embeds) -> torch.Tensor:
+        """``inputs_embeds [B, T, hidden_size]`` in the model's dtype (finite where values are checked)."""
+        check_tensor(inputs_embeds, "inputs_embeds", ndim=3, dtypes=FLOAT_DTYPES, finite=False)
+        lm = self.model
+        width, dtype = lm.embed.weight.shape[1], lm.embed.weight.dtype
+        if inputs_embeds.shape[-1] != width:
+            raise ValueError(f"inputs_embeds must have last dimension hidden_size={width}, "
+                             f"got shape {tuple(inputs_embeds.shape)}")
+        if inputs_embeds.dtype != dtype and not torch.is_autocast_enabled(inputs_embeds.device.type):
+            raise TypeError(f"inputs_embeds must have the model's dtype {dtype_name(dtype)}, "
+                            f"got {dtype_name(inputs_embeds.dtype)}")
+        if inputs_embeds.device != lm.embed.weight.device:
+            raise ValueError(f"inputs_embeds must be on the model's device ({lm.embed.weight.device}), "
+                             f"got {inputs_embeds.device}")
+        if values_checked(lm.check_values, inputs_embeds):
+            check_finite(inputs_embeds, "inputs_embeds")
+        return inputs_embeds
 
     def get_input_embeddings(self):
         return self.model.embed
@@ -255,14 +316,16 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         if use_cache is None:
             use_cache = bool(self.config.use_cache) and not self.training
         check_bool(use_cache, "use_cache")
+        if return_dict is not None:
+            check_bool(return_dict, "return_dict")
         check_int(logits_to_keep, "logits_to_keep", minimum=0)
         lm = self.model
         if input_ids is not None:
             check_tokens(input_ids, lm.vocab_size, ndim=2, name="input_ids",
-                         values=values_checked(lm.check_values, input_ids))
+                         values=isinstance(input_ids, torch.Tensor) and values_checked(lm.check_values, input_ids))
             x = lm.embed(input_ids)
         else:
-            x = inputs_embeds
+            x = self._checked_embeds(inputs_embeds)
         if cache is not None and not isinstance(cache, PaTHDynamicCache):
             raise TypeError(f"cache must be a PaTHDynamicCache (the cache this model returns), got {type(cache).__name__}")
         if use_cache and cache is None:
@@ -282,14 +345,121 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
             if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2] or labels.dtype != torch.int64:
                 raise ValueError(f"labels must be an int64 tensor of shape {tuple(logits.shape[:2])} (like input_ids; "
                                  "shifted inside, -100 ignored)")
-            if values_checked(lm.check_values, labels) and bool(((labels != -100) & ((labels < 0) | (labels >= lm.vocab_size))).any()):
-                raise ValueError(f"labels must lie in [0, {lm.vocab_size}) or be -100 (ignored)")
+            if labels.shape[1] < 2:
+                raise ValueError(f"labels of shape {tuple(labels.shape)} hold no target: the loss predicts labels[:, 1:] "
+                                 "from the tokens before them, so it needs T >= 2")
+            if values_checked(lm.check_values, labels):
+                if bool(((labels != -100) & ((labels < 0) | (labels >= lm.vocab_size))).any()):
+                    raise ValueError(f"labels must lie in [0, {lm.vocab_size}) or be -100 (ignored)")
+                if not bool((labels[:, 1:] != -100).any()):
+                    raise ValueError("labels hold no target: every label after the first is -100 (ignored), so the "
+                                     "loss would be 0 / 0; pass labels=None for no loss")
             lg = logits if logits.dtype == torch.float64 else logits.float()     # the loss in float32 at least
             loss = F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
         out = CausalLMOutputWithPast(loss=loss, logits=logits, **{_CACHE_FIELD: cache if use_cache else None})
         if return_dict is False:
             return out.to_tuple()
         return out
+
+
+# ----------------------------------------------------------------------------------------------
+# loading: the config against the checkpoint
+# ----------------------------------------------------------------------------------------------
+
+#: the config fields that decide the weights' names and shapes
+_STRUCTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+              "head_dim", "mlp_ratio", "use_forget_gate", "w_rank", "conv_size", "tie_word_embeddings")
+#: a weight's name (its end) -> the config fields its shape depends on
+_SHAPE_FIELDS = (("embed.weight", "vocab_size / hidden_size"), ("head.weight", "vocab_size / hidden_size"),
+                 ("q_proj.weight", "num_attention_heads / head_dim"), ("o_proj.weight", "num_attention_heads / head_dim"),
+                 ("k_proj.weight", "num_key_value_heads / head_dim"), ("v_proj.weight", "num_key_value_heads / head_dim"),
+                 ("beta_proj", "num_key_value_heads"), ("g_proj", "num_attention_heads"), ("w_down.weight", "w_rank"),
+                 ("w_up.weight", "w_rank / num_key_value_heads / head_dim"),
+                 ("w_conv.weight", "conv_size / num_key_value_heads / head_dim"), ("mlp", "mlp_ratio"),
+                 ("norm", "hidden_size"))
+
+
+def _check_load_dtype(kwargs: dict) -> None:
+    """``dtype`` (or its older name ``torch_dtype``): None, ``"auto"``, a torch floating dtype or its name."""
+    for name in ("dtype", "torch_dtype"):
+        value = kwargs.get(name)
+        if value is None or value == "auto" or value in FLOAT_DTYPES:
+            continue
+        if isinstance(value, str):
+            if getattr(torch, value, None) in FLOAT_DTYPES:
+                continue
+            raise ValueError(f"{name} must be 'auto' or the name of a torch floating dtype "
+                             f"({', '.join(dtype_name(d) for d in FLOAT_DTYPES)}), got {value!r}")
+        raise TypeError(f"{name} must be None, 'auto', a torch floating dtype or its name, got {value!r}")
+
+
+def _saved_config(path) -> Optional[dict]:
+    """The checkpoint's own ``config.json`` (a dict) when ``path`` is a local folder holding one, else None.
+    A file that is not a JSON object is refused by name (transformers would raise an OSError or a bare
+    TypeError)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"pretrained_model_name_or_path must be a str or a path, got {type(path).__name__}")
+    file = os.path.join(path, "config.json")
+    if not os.path.isfile(file):
+        return None
+    try:
+        with open(file, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"pretrained_model_name_or_path={str(path)!r}: its config.json is not valid JSON "
+                         f"({e}); was it truncated?") from None
+    if not isinstance(saved, dict):
+        raise TypeError(f"pretrained_model_name_or_path={str(path)!r}: its config.json must hold a JSON object of "
+                        f"config fields, got a {type(saved).__name__}")
+    return saved
+
+
+def _structure(config) -> dict:
+    """The structural fields of a config (a PaTHConfig or a config.json dict), defaults resolved."""
+    get = config.get if isinstance(config, dict) else lambda name, default=None: getattr(config, name, default)
+    default = {name: p.default for name, p in inspect.signature(PaTHConfig.__init__).parameters.items()}
+    out = {name: get(name, default[name]) for name in _STRUCTURE}
+    if out["num_key_value_heads"] is None:
+        out["num_key_value_heads"] = out["num_attention_heads"]
+    if out["head_dim"] is None and isinstance(out["hidden_size"], int) and isinstance(out["num_attention_heads"], int):
+        out["head_dim"] = out["hidden_size"] // max(out["num_attention_heads"], 1)
+    return out
+
+
+def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: bool) -> None:
+    """Raise a ValueError naming the config field when the config in use does not describe the weights."""
+    if saved is not None and not allow_mismatch:
+        mine, theirs = _structure(config), _structure(saved)
+        for name in _STRUCTURE:
+            if mine[name] != theirs[name]:
+                raise ValueError(f"{name}={mine[name]!r} does not match the checkpoint, whose weights were made with "
+                                 f"{name}={theirs[name]!r} (its config.json); loading would leave weights randomly "
+                                 "initialised. Keep the checkpoint's value (or train a new model)")
+    problems = [("missing", k) for k in info.get("missing_keys", ())] + \
+               [("unexpected", k) for k in info.get("unexpected_keys", ())]
+    for kind, key in problems:
+        if ".g_proj." in key:
+            field = "use_forget_gate"
+        elif key == "model.head.weight":
+            field = "tie_word_embeddings"
+        elif re.match(r"model\.blocks\.\d+\.", key):
+            field = "num_hidden_layers"
+        else:
+            field = None
+        what = f"config field {field}={getattr(config, field)!r}" if field else "the config"
+        where = "absent from the checkpoint" if kind == "missing" else "in the checkpoint but not in the model"
+        raise ValueError(f"{what} does not match the checkpoint: weight {key} is {where}")
+    mismatched = [] if allow_mismatch else list(info.get("mismatched_keys", ()))
+    if mismatched:
+        fields = []
+        for key, _, _ in mismatched:
+            for end, names in _SHAPE_FIELDS:
+                if end in key:
+                    fields += [f for f in names.split(" / ") if f not in fields]
+        shown = "; ".join(f"{key} is {tuple(a)} in the checkpoint, {tuple(b)} for this config"
+                          for key, a, b in mismatched[:3])
+        raise ValueError(f"the config's {' / '.join(fields) or 'sizes'} do not match the checkpoint's weights "
+                         f"({len(mismatched)} of another shape: {shown})")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -378,6 +548,13 @@ def path_attention_from_fla(sd: Mapping, *, prefix: str = "", **layer_kwargs) ->
                           conv_size=out["w_conv.weight"].shape[-1], use_forget_gate="g_proj.weight" in out,
                           **{"w_normalization": "fla", **layer_kwargs})
     ref = out["q_proj.weight"]
+    for key, value in out.items():
+        if value.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"sd[{key!r}] must be a floating-point tensor, got {dtype_name(value.dtype)}")
+        if value.dtype != ref.dtype or value.device != ref.device:
+            raise TypeError(f"sd holds weights of several dtypes or devices: {key} is {dtype_name(value.dtype)} on "
+                            f"{value.device}, q_proj.weight {dtype_name(ref.dtype)} on {ref.device}; convert them "
+                            "to one first")
     layer = layer.to(device=ref.device, dtype=ref.dtype)
     try:
         layer.load_state_dict(out, strict=True)

@@ -12,7 +12,10 @@ PaTH's per-token parameters follow the paper and fla's layer:
 
 Value checks (finite inputs, token ids in range, mask entries) follow the layer's ``check_values``
 (``None`` by default: only where they cost no device sync and no graph break, i.e. on CPU tensors outside
-``torch.compile``; ``True`` always, ``False`` never). Shapes and dtypes are always checked.
+``torch.compile``; ``True`` always, ``False`` never; anything else is a TypeError). Shapes and dtypes are
+always checked: ``x`` must have the weights' dtype (outside autocast). B = 0 or T = 0 give empty outputs.
+A decoding state carries the tag of the layer that made it (``state["layer"]``: kind and sizes), so a
+state from another layer, or a hand-made dict, is refused by name.
 
 Layers whose class sets ``uses_token_ids = True`` (the token-angle rotations of
 :mod:`path_lib.nn.rotations`) also read the token ids: ``TinyLM`` hands them over as ``layer.token_ids``
@@ -29,8 +32,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..validation import (check_bool, check_choice, check_finite, check_int, check_number, check_optional_bool,
-                          check_tensor, values_checked)
+from ..validation import (FLOAT_DTYPES, check_bool, check_choice, check_finite, check_int, check_number,
+                          check_optional_bool, check_qkv, check_same_device, check_tensor, dtype_name, values_checked)
 from ..impl import path_attention, resolve_backend
 from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, rope_attention,
                                    softmax_attention, alibi_attention)
@@ -78,11 +81,20 @@ def _check_state(state, batch_size: int, name: str = "state") -> None:
                              f"but x_t has batch size {batch_size}; start a new state (state=None) for a new batch")
 
 
-def _check_x(x, d_model: int, name: str = "x", ndim: int = 3, check_values: Optional[bool] = False) -> bool:
-    """Shape and dtype of ``x``; its values too where ``check_values`` resolves to True. Returns that."""
+def _check_x(x, d_model: int, name: str = "x", ndim: int = 3, check_values: Optional[bool] = False,
+             weight_dtype: Optional[torch.dtype] = None) -> bool:
+    """Shape and dtype of ``x``; its values too where ``check_values`` resolves to True. Returns that.
+
+    ``weight_dtype``: the layer's parameter dtype, which ``x`` must have (outside autocast, which casts
+    the inputs of each projection itself): a float32 ``x`` fed to a float64 layer is refused by name."""
     check_tensor(x, name, ndim=ndim, finite=False)
     if x.shape[-1] != d_model:
         raise ValueError(f"{name} must have last dimension d_model={d_model}, got {x.shape[-1]}")
+    if (weight_dtype is not None and x.dtype != weight_dtype
+            and not torch.is_autocast_enabled(x.device.type)):
+        raise TypeError(f"{name} has dtype {dtype_name(x.dtype)} but the layer's weights are "
+                        f"{dtype_name(weight_dtype)}: convert one of them ({name}.to(torch.{dtype_name(weight_dtype)}) "
+                        f"or layer.to(torch.{dtype_name(x.dtype)}))")
     checked = values_checked(check_values, x)
     if checked:
         check_finite(x, name)
@@ -109,13 +121,51 @@ class AttentionLayer(nn.Module):
             head_dim = d_model // n_heads
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim
         #: value checks in forward and step (None: only where free, see the module docstring)
-        self.check_values: Optional[bool] = None
+        self.check_values = None
         #: this layer's index in a ``past_key_values`` cache (TinyLM numbers its layers)
         self.layer_idx = 0
         self.q_proj = _init_linear(nn.Linear(d_model, n_heads * head_dim, bias=False))
         self.k_proj = _init_linear(nn.Linear(d_model, n_kv_heads * head_dim, bias=False))
         self.v_proj = _init_linear(nn.Linear(d_model, n_kv_heads * head_dim, bias=False))
         self.o_proj = _init_linear(nn.Linear(n_heads * head_dim, d_model, bias=False))
+
+    @property
+    def check_values(self) -> Optional[bool]:
+        """Value checks in forward and step: None (only where free, see the module docstring), True or
+        False; anything else (1, "yes") is refused with a TypeError."""
+        return self._check_values
+
+    @check_values.setter
+    def check_values(self, value: Optional[bool]) -> None:
+        self._check_values = check_optional_bool(value, "check_values")
+
+    #: the entries of this layer's decoding state besides ``"layer"`` (the tag of the layer that made it)
+    _state_keys: tuple = ("x",)
+
+    def _state_tag(self) -> str:
+        """Names the layer kind and sizes a decoding state belongs to (stored as ``state["layer"]``)."""
+        return (f"{type(self).__name__}(d_model={self.d_model}, n_heads={self.n_heads}, "
+                f"n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim})")
+
+    def _check_layer_state(self, state, batch_size: int, name: str = "state") -> None:
+        """A state must be None or one this layer kind (with these sizes) returned: a dict from another
+        kind, or a hand-made one, is refused by name instead of failing on a missing entry later."""
+        _check_state(state, batch_size, name)
+        if state is None:
+            return
+        tag, mine = state.get("layer"), self._state_tag()
+        if tag != mine:
+            found = f"a state of {tag}" if isinstance(tag, str) else "not a state returned by a layer (no 'layer' tag)"
+            raise ValueError(f"{name} is {found}, but this layer is {mine}; pass {name}=None to start a new one")
+        missing = [key for key in self._state_keys if key not in state]
+        if missing:
+            raise ValueError(f"{name} lacks the entries {missing} of a {type(self).__name__} state; "
+                             f"pass {name}=None to start a new one")
+
+    def _check_input(self, x, name: str = "x", ndim: int = 3) -> bool:
+        """:func:`_check_x` with this layer's d_model, check_values and weight dtype."""
+        return _check_x(x, self.d_model, name, ndim=ndim, check_values=self.check_values,
+                        weight_dtype=self.q_proj.weight.dtype)
 
     def qkv(self, x: torch.Tensor):
         """``x [B, T, d_model]`` -> q ``[B, T, Hq, Dh]``, k, v ``[B, T, Hk, Dh]``."""
@@ -132,13 +182,13 @@ class AttentionLayer(nn.Module):
     # Baselines decode with a plain growing KV cache and this layer's logit bias.
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
         """One token: ``x_t [B, d_model]`` -> ``(y_t [B, d_model], state)``."""
-        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
-        _check_state(state, x_t.shape[0])
+        self._check_input(x_t, "x_t", ndim=2)
+        self._check_layer_state(state, x_t.shape[0])
         x = x_t[:, None]
         if state is None:
-            state = {"x": x}
+            state = {"layer": self._state_tag(), "x": x}
         else:
-            state = {"x": torch.cat([state["x"], x], dim=1)}
+            state = {"layer": state["layer"], "x": torch.cat([state["x"], x], dim=1)}
         # Generic fallback for variants without a cache of their own: recompute the last position
         # from the cached inputs. Exact, but O(t^2) per token; the built-in layers override it.
         y = self.forward(state["x"])[:, -1]
@@ -148,7 +198,7 @@ class AttentionLayer(nn.Module):
         """A prompt ``x [B, T, d_model]`` -> ``(y [B, T, d_model], state)``, the state ready for ``step``.
 
         This default runs ``step`` token by token (layers with a parallel prefill override it)."""
-        _check_x(x, self.d_model, check_values=self.check_values)
+        self._check_input(x)
         ids = getattr(self, "token_ids", None)
         state, ys = None, []
         try:
@@ -174,8 +224,18 @@ def sdpa_attention(q, k, v, bias: Optional[torch.Tensor] = None) -> torch.Tensor
     """Causal attention through ``F.scaled_dot_product_attention`` (its default dispatch) in the public
     layout: q ``[B, T, Hq, D]``, k, v ``[B, T, Hk, D]`` -> ``[B, T, Hq, D]``. ``bias``: an additive logit
     bias broadcastable to ``[B, Hq, T, T]`` (ALiBi's distances, FoX's gates), or None (then the
-    causal kernels run without a mask). Shapes only are checked (no device sync)."""
-    check_tensor(q, "q", ndim=4, finite=False)
+    causal kernels run without a mask). Shapes, dtypes and devices only are checked (no device sync)."""
+    check_qkv(q, k, v, finite=False)
+    if bias is not None:
+        check_tensor(bias, "bias", dtypes=FLOAT_DTYPES, finite=False)
+        check_same_device(bias, "bias", q)
+        B, T, Hq = q.shape[:3]
+        try:
+            fits = torch.broadcast_shapes(bias.shape, (B, Hq, T, T)) == (B, Hq, T, T)
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(f"bias must broadcast to {(B, Hq, T, T)} = [B, Hq, T, T], got {tuple(bias.shape)}")
     n_rep = q.shape[2] // k.shape[2]
     qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     if n_rep > 1:
@@ -198,6 +258,8 @@ class _CachedSoftmaxAttention(AttentionLayer):
     :data:`SOFTMAX_BACKENDS`) picks how the forward runs.
     """
 
+    _state_keys = ("pos", "k", "v")
+
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
         self.backend = check_choice(backend, "backend", SOFTMAX_BACKENDS)
@@ -213,14 +275,14 @@ class _CachedSoftmaxAttention(AttentionLayer):
         return None
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
-        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
-        _check_state(state, x_t.shape[0])
+        self._check_input(x_t, "x_t", ndim=2)
+        self._check_layer_state(state, x_t.shape[0])
         q, k, v = self.qkv(x_t[:, None])                     # [B, 1, H, Dh]
         pos = 0 if state is None else state["pos"]
         q, k = self._position_qk(q, k, pos)
         k, v = k[:, 0, :, None], v[:, 0, :, None]            # [B, Hk, 1, Dh]
         if state is None:
-            state = {"pos": 0, "k": k, "v": v}
+            state = {"layer": self._state_tag(), "pos": 0, "k": k, "v": v}
         else:
             state["k"], state["v"] = torch.cat([state["k"], k], 2), torch.cat([state["v"], v], 2)
         state["pos"] = pos + 1
@@ -238,7 +300,7 @@ class NoPEAttention(_CachedSoftmaxAttention):
     """Causal softmax attention without position encoding."""
 
     def forward(self, x):
-        checked = _check_x(x, self.d_model, check_values=self.check_values)
+        checked = self._check_input(x)
         q, k, v = self.qkv(x)
         if self._sdpa(x):
             return self.out(sdpa_attention(q, k, v))
@@ -254,7 +316,7 @@ class RoPEAttention(_CachedSoftmaxAttention):
         self.rope_base = check_number(rope_base, "rope_base", positive=True)
 
     def forward(self, x):
-        checked = _check_x(x, self.d_model, check_values=self.check_values)
+        checked = self._check_input(x)
         q, k, v = self.qkv(x)
         if self._sdpa(x):
             if self.head_dim % 2:
@@ -274,7 +336,7 @@ class ALiBiAttention(_CachedSoftmaxAttention):
         self.register_buffer("slopes", alibi_slopes(n_heads).float(), persistent=False)
 
     def forward(self, x):
-        checked = _check_x(x, self.d_model, check_values=self.check_values)
+        checked = self._check_input(x)
         q, k, v = self.qkv(x)
         if self._sdpa(x):
             pos = torch.arange(x.shape[1], device=x.device, dtype=torch.float32)
@@ -291,12 +353,14 @@ class ALiBiAttention(_CachedSoftmaxAttention):
 class FoXAttention(_CachedSoftmaxAttention):
     """Forgetting attention: softmax attention plus a data-dependent forget gate (no rotation)."""
 
+    _state_keys = ("pos", "k", "v", "G")
+
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim, backend=backend)
         self.g_proj = _init_linear(nn.Linear(d_model, n_heads, bias=True))
 
     def forward(self, x):
-        checked = _check_x(x, self.d_model, check_values=self.check_values)
+        checked = self._check_input(x)
         q, k, v = self.qkv(x)
         g = F.logsigmoid(self.g_proj(x).to(_param_dtype(x)))
         if self._sdpa(x):
@@ -323,20 +387,25 @@ class SBAAttention(AttentionLayer):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
         self.attend_current = check_bool(attend_current, "attend_current")
 
+    _state_keys = ("k", "v")
+
+    def _state_tag(self) -> str:
+        return f"{super()._state_tag()[:-1]}, attend_current={self.attend_current})"
+
     def forward(self, x):
-        checked = _check_x(x, self.d_model, check_values=self.check_values)
+        checked = self._check_input(x)
         q, k, v = self.qkv(x)
         return self.out(sba_attention(q, k, v, attend_current=self.attend_current, check_values=checked))
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
-        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
-        _check_state(state, x_t.shape[0])
+        self._check_input(x_t, "x_t", ndim=2)
+        self._check_layer_state(state, x_t.shape[0])
         q, k, v = self.qkv(x_t[:, None])
         k, v = k[:, 0, :, None], v[:, 0, :, None]            # [B, Hk, 1, Dh]
         new = state is None
         if self.attend_current:
-            state = {"k": k, "v": v} if new else {"k": torch.cat([state["k"], k], 2),
-                                                   "v": torch.cat([state["v"], v], 2)}
+            state = {"layer": self._state_tag(), "k": k, "v": v} if new else {
+                "layer": state["layer"], "k": torch.cat([state["k"], k], 2), "v": torch.cat([state["v"], v], 2)}
             keys, values = state["k"], state["v"]
         else:
             keys, values = (None, None) if new else (state["k"], state["v"])
@@ -348,9 +417,23 @@ class SBAAttention(AttentionLayer):
             z = self.head_dim ** -0.5 * torch.einsum("bhd,bhtd->bht", q[:, 0], keys)
             o = torch.einsum("bht,bhtd->bhd", stick_breaking_weights(z), values)
         if not self.attend_current:
-            state = {"k": k, "v": v} if new else {"k": torch.cat([state["k"], k], 2),
-                                                   "v": torch.cat([state["v"], v], 2)}
+            state = {"layer": self._state_tag(), "k": k, "v": v} if new else {
+                "layer": state["layer"], "k": torch.cat([state["k"], k], 2), "v": torch.cat([state["v"], v], 2)}
         return self.out(o[:, None])[:, 0], state
+
+
+def _check_mask_agrees(past: torch.Tensor, state: dict) -> None:
+    """The part of a decoding ``attention_mask`` that covers the cached tokens, ``past [B, t]`` bool, must
+    repeat the padding the state was built with (``state["mask"]``, in the tokens' order; absent while
+    every token is real): a mask cannot turn a cached token into padding, or padding into a token, after
+    the fact. Reads values (a device sync): only where values are checked."""
+    held = state.get("mask")
+    held = torch.ones_like(past) if held is None else held
+    if not bool(torch.equal(past, held)):
+        rows = (past != held).any(1).nonzero().flatten().tolist()
+        raise ValueError(f"attention_mask contradicts the cache in rows {rows}: its first {past.shape[1]} columns "
+                         "(the cached tokens) must repeat the padding the cache was built with; a cached token "
+                         "cannot become padding later (start a new cache with the new mask instead)")
 
 
 class PaTHAttention(AttentionLayer):
@@ -379,7 +462,8 @@ class PaTHAttention(AttentionLayer):
 
     * ``attention_mask [B, T]`` (bool or 0/1 integers, 1 = token): padding anywhere in a row (left
       padding for generation) is removed as if the row had been unpadded; outputs at padding positions
-      are unspecified (finite). In decoding it may cover the cached tokens too (``[B, t + T]``).
+      are unspecified (finite). In decoding it may cover the cached tokens too (``[B, t + T]``); that
+      part must then repeat the padding the cache was built with (checked where values are checked).
     * ``cu_seqlens [N + 1]`` (int32/int64): ``x [1, total, d_model]`` holds N packed sequences, each
       computed independently (convolution and attention stop at the boundaries). Reads the offsets to
       the host once. Not with a cache or a mask.
@@ -420,6 +504,12 @@ class PaTHAttention(AttentionLayer):
         self.beta_proj = _init_linear(nn.Linear(d_model, self.n_kv_heads, bias=True))
         self.g_proj = _init_linear(nn.Linear(d_model, n_heads, bias=True)) if use_forget_gate else None
 
+    _state_keys = ("cache", "conv")
+
+    def _state_tag(self) -> str:
+        return (f"{super()._state_tag()[:-1]}, conv_size={self.conv_size}, "
+                f"use_forget_gate={self.g_proj is not None})")
+
     # -- per-token parameters ---------------------------------------------------------------
     def _fused_conv(self, u: torch.Tensor) -> bool:
         """Whether w comes from the fused Triton pass (:func:`path_lib.kernels.short_conv.short_conv_normalize`):
@@ -429,6 +519,9 @@ class PaTHAttention(AttentionLayer):
     def _w_from_conv_input(self, u: torch.Tensor, left_context: bool = True) -> torch.Tensor:
         """``u [B, T + conv_size - 1, w_dim]`` (left context included; ``[B, T, w_dim]``, zeros before the
         first step, without it) -> w ``[B, T, Hk, Dh]`` float32 (float64 for float64 u)."""
+        if u.shape[0] == 0:                                  # an empty batch: an empty w
+            T = u.shape[1] - (self.conv_size - 1 if left_context else 0)
+            return u.new_zeros(0, max(T, 0), self.n_kv_heads, self.head_dim, dtype=_param_dtype(u))
         if self._fused_conv(u):
             from path_lib.kernels.short_conv import short_conv_normalize
             return short_conv_normalize(u, self.w_conv.weight, self.n_kv_heads, normalization=self.w_normalization,
@@ -458,8 +551,8 @@ class PaTHAttention(AttentionLayer):
     def _triton_decoding(self, x: torch.Tensor) -> bool:
         """Whether decoding uses the GPU cache of ``path_lib.kernels.decode`` (CUDA with the Triton backend and not
         recording gradients; else :class:`path_lib.decoding.PaTHCache`, exact for backpropagation)."""
-        if not x.is_cuda or self._resolve_backend(x) != "triton":
-            return False
+        if not x.is_cuda or x.shape[0] == 0 or self._resolve_backend(x) != "triton":
+            return False                                     # (an empty batch: the PyTorch cache, which takes B = 0)
         records = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         return not records
 
@@ -477,14 +570,14 @@ class PaTHAttention(AttentionLayer):
         """``x [B, T, d_model]`` -> ``[B, T, d_model]``, every row one causal sequence."""
         q, k, v = self.qkv(x)
         w, beta, g = self.path_params(x)
-        if x.shape[1] == 0:                                  # an empty sequence: empty output
-            return self.out(q.new_zeros(x.shape[0], 0, self.n_heads, self.head_dim))
+        if x.shape[0] == 0 or x.shape[1] == 0:               # an empty batch or sequence: empty output
+            return self.out(q.new_zeros(x.shape[0], x.shape[1], self.n_heads, self.head_dim))
         return self.out(self._attention(q, k, v, w, beta, g))
 
     # -- forward ----------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, *, attention_mask: Optional[torch.Tensor] = None,
                 cu_seqlens: Optional[torch.Tensor] = None, past_key_values=None, use_cache: bool = False):
-        checked = _check_x(x, self.d_model, check_values=self.check_values)
+        checked = self._check_input(x)
         check_bool(use_cache, "use_cache")
         B, T, _ = x.shape
         if use_cache or past_key_values is not None:
@@ -501,10 +594,12 @@ class PaTHAttention(AttentionLayer):
             if state is not None and not (isinstance(state, dict) and is_cache(state.get("cache"))):
                 raise TypeError(f"past_key_values holds a state for layer_idx={self.layer_idx} that is not a PaTH "
                                 f"layer's ({type(state).__name__}); give each layer its own layer_idx")
-            _check_state(state, B, "past_key_values state")
+            self._check_layer_state(state, B, "past_key_values state")
             n_past = 0 if state is None else len(state["cache"])
             valid = None if attention_mask is None else check_attention_mask(
                 attention_mask, B, T, n_past, x, check_values=checked)
+            if checked and state is not None and valid is not None and attention_mask.shape[1] == n_past + T:
+                _check_mask_agrees(attention_mask[:, :n_past] != 0, state)
             if state is None:
                 y, state = self._prefill(x, valid)
             else:
@@ -555,6 +650,7 @@ class PaTHAttention(AttentionLayer):
         Padding is moved behind each row's tokens, where beta = 0 and g = 0 make it transform nothing
         and add no gate; the cache marks its slots invalid (never attended to)."""
         B, T, _ = x.shape
+        mask = valid                                         # the padding in the tokens' order (for later checks)
         if valid is not None:
             perm, inv = compaction(valid)
             x, valid = gather_time(x, perm), gather_time(valid, perm)
@@ -565,15 +661,15 @@ class PaTHAttention(AttentionLayer):
         if valid is not None:
             beta = torch.where(valid[..., None], beta, torch.zeros_like(beta))
             g = None if g is None else torch.where(valid[..., None], g, torch.zeros_like(g))
-        if T:
+        if T and B:
             o = self._attention(q, k, v, w, beta, g)
         else:
-            o = q.new_zeros(B, 0, self.n_heads, self.head_dim)
+            o = q.new_zeros(B, T, self.n_heads, self.head_dim)
         if self._triton_decoding(x):
             from path_lib.kernels import transform_keys_to_end
             from path_lib.kernels.decode import TritonPaTHCache
             k_end = transform_keys_to_end(k, w, beta, check_values=False) if T else k
-            cache = TritonPaTHCache.from_prefix(k_end, v, g, n_q_heads=self.n_heads, valid=valid)
+            cache = TritonPaTHCache.from_prefix(k_end, v, g, n_q_heads=self.n_heads, valid=valid, check_values=False)
         else:
             k_end = keys_to_end(k, w, beta, block_size=self.block_size, check_values=False)
             cache = PaTHCache._from_prefix(k_end, v, g, self.n_heads, dtype=_param_dtype(x), valid=valid)
@@ -586,7 +682,7 @@ class PaTHAttention(AttentionLayer):
         y = self.out(o.to(x.dtype))
         if valid is not None:
             y = gather_time(y, inv)
-        return y, {"cache": cache, "conv": conv}
+        return y, {"layer": self._state_tag(), "cache": cache, "conv": conv, "mask": mask}
 
     def _step(self, x_t: torch.Tensor, state: Optional[dict], valid_t: Optional[torch.Tensor]):
         B = x_t.shape[0]
@@ -595,11 +691,13 @@ class PaTHAttention(AttentionLayer):
         u_t = self.w_up(self.w_down(x))                      # [B, 1, w_dim]
         if state is None and self._triton_decoding(x_t):
             from path_lib.kernels.decode import TritonPaTHCache
-            state = {"cache": TritonPaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, value_dtype=v.dtype,
+            state = {"layer": self._state_tag(),
+                     "cache": TritonPaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, value_dtype=v.dtype,
                                               device=x_t.device),
                      "conv": u_t.new_zeros(B, self.conv_size - 1, u_t.shape[-1])}
         elif state is None:
-            state = {"cache": PaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, dtype=_param_dtype(x_t),
+            state = {"layer": self._state_tag(),
+                     "cache": PaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, dtype=_param_dtype(x_t),
                                         device=x_t.device),
                      "conv": u_t.new_zeros(B, self.conv_size - 1, u_t.shape[-1])}
         u = torch.cat([state["conv"], u_t], dim=1)           # the last conv_size inputs
@@ -607,24 +705,27 @@ class PaTHAttention(AttentionLayer):
         if valid_t is not None:                              # padding does not enter the convolution window
             conv = torch.where(valid_t[:, None, None], conv, state["conv"])
         state["conv"] = conv
+        if valid_t is not None or state.get("mask") is not None:   # the padding so far, in the tokens' order
+            n_held = len(state["cache"])
+            held = state.get("mask")
+            held = torch.ones(B, n_held, dtype=torch.bool, device=x_t.device) if held is None else held
+            new = torch.ones(B, 1, dtype=torch.bool, device=x_t.device) if valid_t is None else valid_t[:, None]
+            state["mask"] = torch.cat([held, new], dim=1)
         w = self._w_from_conv_input(u)[:, 0]
         beta, g = self._beta_g(x_t)
-        cache = state["cache"]
-        if isinstance(cache, PaTHCache):
-            o = cache.step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
-        else:                                                # the GPU cache: no value checks, no sync
-            o = cache.step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
+        # either cache (PaTHCache, or the GPU's TritonPaTHCache): inputs valid by construction, no value checks
+        o = state["cache"].step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
         return self.out(o[:, None].to(x_t.dtype))[:, 0], state
 
     def step(self, x_t: torch.Tensor, state: Optional[dict] = None):
         """One token through the transformed-key cache: ``x_t [B, d_model]`` -> ``(y_t, state)``."""
-        _check_x(x_t, self.d_model, "x_t", ndim=2, check_values=self.check_values)
-        _check_state(state, x_t.shape[0])
+        self._check_input(x_t, "x_t", ndim=2)
+        self._check_layer_state(state, x_t.shape[0])
         return self._step(x_t, state, None)
 
     def prefill(self, x: torch.Tensor):
         """A prompt ``x [B, T, d_model]`` in parallel -> ``(y [B, T, d_model], state)`` for :meth:`step`."""
-        _check_x(x, self.d_model, check_values=self.check_values)
+        self._check_input(x)
         return self._prefill(x, None)
 
 
@@ -640,7 +741,13 @@ ATTENTION_LAYERS: Dict[str, Callable[..., AttentionLayer]] = {
 
 
 def register_attention(name: str, factory: Callable[..., AttentionLayer]) -> None:
-    """Add an attention variant usable as ``TinyLM(attention=name)`` (factory(d_model, n_heads, **kw))."""
+    """Add an attention variant usable as ``TinyLM(attention=name)`` (factory(d_model, n_heads, **kw)).
+    ``name``: a non-empty str (an existing name is replaced); ``factory``: a callable."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"factory must be callable (factory(d_model, n_heads, **kw) -> a layer), "
+                        f"got {type(factory).__name__}")
     ATTENTION_LAYERS[name] = factory
 
 

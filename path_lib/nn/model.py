@@ -71,7 +71,7 @@ class TinyLM(nn.Module):
                  attention: str = "path", mlp_ratio: float = 4.0, tie_embeddings: bool = True,
                  check_values: Optional[bool] = None, **attention_kwargs):
         super().__init__()
-        self.check_values = check_optional_bool(check_values, "check_values")
+        check_optional_bool(check_values, "check_values")
         check_int(vocab_size, "vocab_size", minimum=1)
         check_int(d_model, "d_model", minimum=1)
         check_int(n_layers, "n_layers", minimum=1)
@@ -95,7 +95,19 @@ class TinyLM(nn.Module):
             _init_linear(self.head)
         for i, block in enumerate(self.blocks):
             block.attn.layer_idx = i
-            block.attn.check_values = self.check_values
+        self.check_values = check_values
+
+    @property
+    def check_values(self) -> Optional[bool]:
+        """None (value checks only where free), True or False; setting it sets every attention layer's too.
+        Anything but None or a bool (1, "yes") is refused with a TypeError."""
+        return self._check_values
+
+    @check_values.setter
+    def check_values(self, value: Optional[bool]) -> None:
+        self._check_values = check_optional_bool(value, "check_values")
+        for block in getattr(self, "blocks", ()):
+            block.attn.check_values = value
 
     def _check_tokens(self, tokens, ndim, name="tokens", min_len=0):
         check_tokens(tokens, self.vocab_size, ndim=ndim, name=name, min_len=min_len,
@@ -171,7 +183,8 @@ class TinyLM(nn.Module):
             return prompt.clone()
         logits, state = self.prefill(prompt)
         for i in range(n_new):
-            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator,
+                              check_values=values_checked(self.check_values, logits))
             out.append(nxt[:, None])
             if i + 1 < n_new:
                 logits, state = self.step(nxt, state)

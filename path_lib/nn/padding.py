@@ -18,7 +18,8 @@ from typing import List, Tuple
 
 import torch
 
-from ..validation import check_cu_seqlens, dtype_name as _name_dtype, check_device
+from ..validation import (check_bool, check_cu_seqlens, dtype_name as _name_dtype, check_device, check_int,
+                          check_tensor)
 
 __all__ = ["check_attention_mask", "compaction", "gather_time", "check_cu_seqlens", "varlen_layout"]
 
@@ -33,6 +34,12 @@ def check_attention_mask(mask, batch_size: int, n_new: int, n_past: int, ref: to
     Shapes, dtype and device always; that every entry is 0 or 1 only with ``check_values`` (a device sync).
     Float masks are refused: an additive mask (0 / -inf) read as a padding mask would keep the padding.
     """
+    check_int(batch_size, "batch_size", minimum=0)
+    check_int(n_new, "n_new", minimum=0)
+    check_int(n_past, "n_past", minimum=0)
+    check_bool(check_values, "check_values")
+    if not isinstance(ref, torch.Tensor):
+        raise TypeError(f"ref (the layer input x) must be a torch.Tensor, got {type(ref).__name__}")
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"attention_mask must be a torch.Tensor, got {type(mask).__name__}")
     check_device(mask, "attention_mask")
@@ -55,6 +62,7 @@ def compaction(valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """``valid [B, T]`` bool -> ``(perm, inv)`` int64 ``[B, T]``: ``perm[b]`` lists row b's real positions in
     order, then its padding positions in order; ``inv`` is its inverse (``gather_time(gather_time(x, perm),
     inv) == x``)."""
+    check_tensor(valid, "valid", ndim=2, dtypes=(torch.bool,), finite=False)
     perm = torch.argsort((~valid).to(torch.int32), dim=1, stable=True)
     ar = torch.arange(valid.shape[1], device=valid.device).expand_as(perm)
     inv = torch.empty_like(perm).scatter_(1, perm, ar)
@@ -62,14 +70,40 @@ def compaction(valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 def gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``out[b, t] = x[b, index[b, t]]`` for ``x [B, T, ...]`` and ``index [B, T']``."""
+    """``out[b, t] = x[b, index[b, t]]`` for ``x [B, T, ...]`` and ``index [B, T']`` (int64, values in
+    ``[0, T)``: not read here, out-of-range values fail inside ``torch.gather``)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    check_device(x, "x")
+    check_tensor(index, "index", ndim=2, dtypes=(torch.int64,), finite=False)
+    if x.dim() < 2 or index.shape[0] != x.shape[0]:
+        raise ValueError(f"x must be [B, T, ...] with B = {index.shape[0]} like index, got {tuple(x.shape)}")
+    if index.device != x.device:
+        raise ValueError(f"index must be on the device of x ({x.device}), got {index.device}")
+    if x.shape[1] == 0 and index.shape[1] > 0:
+        raise ValueError(f"x has no time steps to gather from (shape {tuple(x.shape)})")
     shape = index.shape + (1,) * (x.dim() - 2)
     return torch.gather(x, 1, index.reshape(shape).expand(*index.shape, *x.shape[2:]))
 
 
 def varlen_layout(offsets: List[int], device) -> Tuple[torch.Tensor, torch.Tensor]:
     """Offsets -> ``(index [N, L], valid [N, L])`` with ``L`` the longest sequence: ``index[i, t]`` is the
-    packed position of token t of sequence i, or ``total`` (one past the end: a zero row) beyond its length."""
+    packed position of token t of sequence i, or ``total`` (one past the end: a zero row) beyond its length.
+    ``offsets``: the list :func:`check_cu_seqlens` returns (ints from 0, non-decreasing, N + 1 >= 2)."""
+    if (not isinstance(offsets, (list, tuple)) or len(offsets) < 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        raise TypeError("offsets must be a list of N + 1 >= 2 ints (check_cu_seqlens's result), got "
+                        + repr(offsets)[:200])
+    if offsets[0] != 0 or any(b < a for a, b in zip(offsets, offsets[1:])):
+        raise ValueError("offsets must start at 0 and be non-decreasing, got " + repr(list(offsets))[:200])
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+    try:
+        device = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"device {device!r} is not a device: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} is CUDA, and CUDA is not available here")
     starts, lengths = offsets[:-1], [b - a for a, b in zip(offsets, offsets[1:])]
     L = max(lengths)
     t = torch.arange(L, device=device)

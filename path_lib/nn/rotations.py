@@ -51,9 +51,10 @@ import math
 import torch
 import torch.nn as nn
 
-from ..validation import check_bool, check_tensor
+from ..validation import (PARAM_DTYPES, check_bool, check_int, check_number, check_qkv, check_same_device,
+                          check_tensor)
 from ..reference.attention import softmax_attention
-from .layers import AttentionLayer, _check_state, register_attention
+from .layers import AttentionLayer, register_attention
 
 __all__ = ["rotate_pairs", "cumulative_angles", "block_rotation_matrix", "accumulated_rotation_attention",
            "angle_scales", "mixing_windows", "RandomRotationAttention", "LearnedRotationAttention",
@@ -66,11 +67,21 @@ def rotate_pairs(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     ``angle`` broadcasts against ``x``'s leading dims. Returns ``[..., D]`` in x's dtype (computed in
     the promoted dtype of x and angle).
     """
+    check_tensor(x, "x", finite=False)
+    check_tensor(angle, "angle", finite=False)
+    check_same_device(angle, "angle", x, "x")
+    if x.dim() == 0 or angle.dim() == 0:
+        raise ValueError(f"x and angle need a last dimension, got shapes {tuple(x.shape)} and {tuple(angle.shape)}")
     D = x.shape[-1]
     if D % 2:
-        raise ValueError(f"rotations need an even head dim, got {D}")
+        raise ValueError(f"x must have an even last dimension (coordinate pairs), got {D}")
     if angle.shape[-1] != D // 2:
         raise ValueError(f"angle must have last dimension D/2 = {D // 2}, got {angle.shape[-1]}")
+    try:
+        torch.broadcast_shapes(x.shape[:-1], angle.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"angle {tuple(angle.shape)} must broadcast against x {tuple(x.shape)} "
+                         "in its leading dimensions") from None
     dt = torch.promote_types(x.dtype, angle.dtype)
     x2 = x.to(dt).unflatten(-1, (D // 2, 2))
     a, b = x2[..., 0], x2[..., 1]
@@ -80,6 +91,7 @@ def rotate_pairs(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
 
 def cumulative_angles(theta: torch.Tensor) -> torch.Tensor:
     """``Phi = cumsum(theta)`` over time: ``theta [B, T, H, D/2]`` -> ``[B, T, H, D/2]`` (float64 if theta is)."""
+    check_tensor(theta, "theta", ndim=4, finite=False)
     return torch.cumsum(theta, dim=1)
 
 
@@ -88,6 +100,9 @@ def block_rotation_matrix(angle: torch.Tensor) -> torch.Tensor:
 
     For tests and teaching (the layers never form it).
     """
+    check_tensor(angle, "angle", finite=False)
+    if angle.dim() == 0:
+        raise ValueError("angle must have a last dimension D/2, got a 0-d tensor")
     n = angle.shape[-1]
     c, s = angle.cos(), angle.sin()
     R = angle.new_zeros(*angle.shape[:-1], 2 * n, 2 * n)
@@ -114,7 +129,14 @@ def accumulated_rotation_attention(q, k, v, theta, *, rotate_values: bool = Fals
         ``[B, T, Hq, D]`` in q's dtype.
     """
     check_bool(check_values, "check_values")
-    check_tensor(theta, "theta", ndim=4, finite=check_values)
+    check_bool(rotate_values, "rotate_values")
+    check_qkv(q, k, v, finite=check_values)
+    check_tensor(theta, "theta", ndim=4, dtypes=PARAM_DTYPES, finite=check_values)
+    check_same_device(theta, "theta", q)
+    if k.shape[-1] % 2:
+        raise ValueError(f"q and k must have an even head dim (coordinate pairs), got {k.shape[-1]}")
+    if rotate_values and v.shape[-1] != k.shape[-1]:
+        raise ValueError(f"v must have head dim {k.shape[-1]} like k when rotate_values=True, got {v.shape[-1]}")
     if theta.shape[:3] != k.shape[:3] or theta.shape[-1] * 2 != k.shape[-1]:
         raise ValueError(f"theta must have shape {tuple(k.shape[:3]) + (k.shape[-1] // 2,)}, got {tuple(theta.shape)}")
     n_rep = q.shape[2] // k.shape[2]
@@ -129,6 +151,8 @@ def accumulated_rotation_attention(q, k, v, theta, *, rotate_values: bool = Fals
 
 def angle_scales(n_blocks: int, sigma_max: float = math.pi, sigma_min: float = 0.01) -> torch.Tensor:
     """Per-block angle scales ``sigma_m``, geometric from ``sigma_max`` (block 0) to ``sigma_min``: ``[n_blocks]``."""
+    check_int(n_blocks, "n_blocks", minimum=1)
+    _check_scales(sigma_max, sigma_min)
     if n_blocks == 1:
         return torch.tensor([float(sigma_max)])
     r = torch.arange(n_blocks, dtype=torch.float64) / (n_blocks - 1)
@@ -138,8 +162,22 @@ def angle_scales(n_blocks: int, sigma_max: float = math.pi, sigma_min: float = 0
 def mixing_windows(sigma) -> torch.Tensor:
     """Tokens after which a block with Gaussian angle scale ``sigma`` has forgotten its start:
     ``|E e^{i theta}|^n = exp(-n sigma^2 / 2)`` reaches ``1/e`` at ``n = 2 / sigma^2``."""
+    if isinstance(sigma, torch.Tensor):
+        check_tensor(sigma, "sigma")
+        if sigma.numel() and bool((sigma <= 0).any()):
+            raise ValueError("sigma must be positive")
+    else:
+        check_number(sigma, "sigma", positive=True)
     sigma = torch.as_tensor(sigma, dtype=torch.float64)
     return 2.0 / sigma ** 2
+
+
+def _check_scales(sigma_max, sigma_min) -> None:
+    """sigma_max and sigma_min: finite numbers with ``0 < sigma_min <= sigma_max``."""
+    check_number(sigma_max, "sigma_max", positive=True)
+    check_number(sigma_min, "sigma_min", positive=True)
+    if sigma_min > sigma_max:
+        raise ValueError(f"sigma_min must be <= sigma_max, got sigma_min={sigma_min}, sigma_max={sigma_max}")
 
 
 class RandomRotationAttention(AttentionLayer):
@@ -160,7 +198,9 @@ class RandomRotationAttention(AttentionLayer):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
         if self.head_dim % 2:
             raise ValueError(f"rotation attention needs an even head_dim, got {self.head_dim}")
-        self.rotate_values = rotate_values
+        self.rotate_values = check_bool(rotate_values, "rotate_values")
+        _check_scales(sigma_max, sigma_min)
+        check_int(seed, "seed", minimum=0)
         n_out = self.n_kv_heads * self.head_dim // 2
         gen = torch.Generator().manual_seed(seed)
         W = torch.randn(n_out, d_model, generator=gen) / math.sqrt(d_model)
@@ -184,9 +224,7 @@ class RandomRotationAttention(AttentionLayer):
         return theta.view(*x.shape[:2], self.n_kv_heads, self.head_dim // 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor(x, "x", ndim=3, finite=False)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have last dimension d_model={self.d_model}, got {x.shape[-1]}")
+        self._check_input(x)
         q, k, v = self.qkv(x)
         return self.out(accumulated_rotation_attention(q, k, v, self.angles(x), rotate_values=self.rotate_values,
                                                          check_values=False))
@@ -215,6 +253,11 @@ class TokenRotationAttention(AttentionLayer):
     """
 
     uses_token_ids = True
+    _state_keys = ("phi", "k", "v")
+
+    def _state_tag(self) -> str:
+        return (f"{super()._state_tag()[:-1]}, rotate_values={self.rotate_values}, "
+                f"table_size={self.table_size})")
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rotate_values: bool = False,
                  learned: bool = False, table_size: int = 256, sigma_max: float = 1.0,
@@ -222,10 +265,11 @@ class TokenRotationAttention(AttentionLayer):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
         if self.head_dim % 2:
             raise ValueError(f"rotation attention needs an even head_dim, got {self.head_dim}")
-        if table_size < 1:
-            raise ValueError(f"table_size must be positive, got {table_size}")
-        if not (0 < sigma_min <= sigma_max):
-            raise ValueError(f"need 0 < sigma_min <= sigma_max, got {sigma_min}, {sigma_max}")
+        check_bool(rotate_values, "rotate_values")
+        check_bool(learned, "learned")
+        check_int(table_size, "table_size", minimum=1)
+        check_int(seed, "seed", minimum=0)
+        _check_scales(sigma_max, sigma_min)
         self.rotate_values, self.learned, self.table_size = rotate_values, learned, table_size
         n_blocks = self.head_dim // 2
         gen = torch.Generator().manual_seed(seed)
@@ -256,9 +300,7 @@ class TokenRotationAttention(AttentionLayer):
         return self.angle_table[token_ids].to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor(x, "x", ndim=3, finite=False)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have last dimension d_model={self.d_model}, got {x.shape[-1]}")
+        self._check_input(x)
         q, k, v = self.qkv(x)
         dt = torch.float64 if x.dtype == torch.float64 else torch.float32
         theta = self.angles(self._ids(x.shape[0], x.shape[1], x.device), dt)
@@ -267,9 +309,9 @@ class TokenRotationAttention(AttentionLayer):
 
     def step(self, x_t: torch.Tensor, state=None):
         """One token: keeps ``Phi`` (the accumulated angle) and keys (values) in the common frame."""
-        check_tensor(x_t, "x_t", ndim=2, finite=False)
+        self._check_input(x_t, "x_t", ndim=2)
         B = x_t.shape[0]
-        _check_state(state, B)
+        self._check_layer_state(state, B)
         q, k, v = self.qkv(x_t[:, None])                             # [B, 1, H, Dh]
         dt = torch.float64 if x_t.dtype == torch.float64 else torch.float32
         theta = self.angles(self._ids(B, 1, x_t.device), dt)[:, 0]  # [B, Hk, D/2]
@@ -279,9 +321,10 @@ class TokenRotationAttention(AttentionLayer):
         kr = rotate_pairs(k[:, 0], -phi)[:, :, None]                 # [B, Hk, 1, Dh]
         vr = (rotate_pairs(v[:, 0], -phi) if self.rotate_values else v[:, 0])[:, :, None]
         if state is None:
-            state = {"phi": phi, "k": kr, "v": vr}
+            state = {"layer": self._state_tag(), "phi": phi, "k": kr, "v": vr}
         else:
-            state = {"phi": phi, "k": torch.cat([state["k"], kr], 2), "v": torch.cat([state["v"], vr], 2)}
+            state = {"layer": state["layer"], "phi": phi, "k": torch.cat([state["k"], kr], 2),
+                     "v": torch.cat([state["v"], vr], 2)}
         keys = state["k"].repeat_interleave(n_rep, 1)
         values = state["v"].repeat_interleave(n_rep, 1)
         qr = rotate_pairs(q[:, 0], -phi_q)

@@ -45,6 +45,18 @@ def stick_breaking_weights(z: torch.Tensor, valid: Optional[torch.Tensor] = None
         ``A [..., S]`` with ``A_j = sigmoid(z_j) prod_{k > j, valid} (1 - sigmoid(z_k))`` on valid
         entries and 0 elsewhere.
     """
+    check_tensor(z, "z", finite=False)
+    if z.dim() == 0:
+        raise ValueError("z must have a last dimension (the keys), got a 0-d tensor")
+    if valid is not None:
+        check_tensor(valid, "valid", dtypes=(torch.bool,), finite=False)
+        try:
+            fits = torch.broadcast_shapes(valid.shape, z.shape) == z.shape
+        except RuntimeError:
+            fits = False
+        if not fits or valid.device != z.device:
+            raise ValueError(f"valid must broadcast to z's shape {tuple(z.shape)} on its device, got "
+                             f"{tuple(valid.shape)} on {valid.device}")
     log_b = F.logsigmoid(z)
     log_keep = F.logsigmoid(-z)
     if valid is not None:
@@ -74,6 +86,7 @@ def sba_weights(q, k, *, scale=None, attend_current: bool = False, check_values:
     the finiteness check (a device sync).
     """
     check_bool(check_values, "check_values")
+    check_bool(attend_current, "attend_current")
     qh, kh, _, D = _heads(q, k, k, finite=check_values)
     scale = check_scale(scale, D)
     T = qh.shape[2]
@@ -96,6 +109,7 @@ def sba_attention(q, k, v, *, scale=None, attend_current: bool = False,
         ``o [B, T, Hq, D]`` in q's dtype (and the remainder).
     """
     check_tensor(q, "q", ndim=4, finite=False)
+    check_bool(return_remainder, "return_remainder")
     A = sba_weights(q, k, scale=scale, attend_current=attend_current, check_values=check_values)
     _, _, vh, _ = _heads(q, k, v, finite=check_values)
     o = (A @ vh).transpose(1, 2).to(q.dtype)

@@ -72,7 +72,7 @@ def short_conv_normalize_torch(u: torch.Tensor, weight: torch.Tensor, n_heads: i
     if x.shape[1] < K:                                       # no output step
         return u.new_zeros(B, 0, n_heads, C // n_heads, dtype=out_dtype)
     y = F.conv1d(x.transpose(1, 2), weight.to(u.dtype)[:, None], groups=C).transpose(1, 2)
-    s = F.silu(y).to(out_dtype).reshape(B, -1, n_heads, C // n_heads)
+    s = F.silu(y).to(out_dtype).reshape(B, y.shape[1], n_heads, C // n_heads)     # B = 0 too (no -1)
     if normalization == "fla":
         return s * torch.rsqrt(s.square().sum(-1, keepdim=True) + eps)
     return F.normalize(s, dim=-1, eps=eps)

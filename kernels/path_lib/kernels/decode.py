@@ -40,7 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
-from path_lib.validation import check_bool, check_int, check_scale, check_step_values, check_tensor
+from path_lib.validation import (check_bool, check_finite, check_int, check_log_gate, check_scale, check_step_values,
+                                 check_tensor)
 
 from ._path import _interpret
 
@@ -69,6 +70,10 @@ class DecodeConfig:
     num_stages: int = 2
     programs_per_sm: int = 8
     num_warps: int = 4
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            check_int(getattr(self, field.name), field.name, minimum=1)
 
 
 #: the configuration a cache uses unless given one: the one ``benchmarks/bench_decode.py --tune`` chose on
@@ -287,7 +292,9 @@ class TritonPaTHCache:
         splits: how many programs share one head's cache (None: from ``config.programs_per_sm``).
         config: a :class:`DecodeConfig` (default :data:`DEFAULT_CONFIG`).
 
-    A step runs no host synchronisation: lengths are Python integers kept on the host.
+    A step runs no host synchronisation: lengths are Python integers kept on the host. The class
+    implements the layers' cache protocol, :class:`path_lib.decoding.DecodingCache` (``len``,
+    ``batch_size``, ``device``, ``valid``, ``select``, ``step``), structurally: nothing here imports it.
     """
 
     def __init__(self, batch_size: int, n_q_heads: int, n_kv_heads: int, head_dim: int,
@@ -315,7 +322,14 @@ class TritonPaTHCache:
         if config is not None and not isinstance(config, DecodeConfig):
             raise TypeError(f"config must be a path_lib.kernels.decode.DecodeConfig, got {type(config).__name__}")
         self.config = DEFAULT_CONFIG if config is None else config
-        device = torch.device(device)
+        if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+            raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+        try:
+            device = torch.device(device)
+        except RuntimeError as e:
+            raise ValueError(f"device {device!r} is not a device: {e}") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {str(device)!r} is CUDA, and CUDA is not available here")
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         if device.type != "cuda" and not (device.type == "cpu" and _interpret()):
@@ -379,9 +393,22 @@ class TritonPaTHCache:
             k = k - proj[..., None] * w[:, :, None, :]
         return k
 
+    @property
+    def valid(self) -> Optional[torch.Tensor]:
+        """``[B, t]`` bool, False where a slot holds padding, or None when no padding was ever stored."""
+        return self._valid[:, :len(self)].bool() if self._padding else None
+
     def select(self, index: torch.Tensor) -> None:
-        """Keep batch rows ``index`` (a 1-D int64 tensor), e.g. to reorder beams."""
+        """Keep batch rows ``index`` (a non-empty 1-D int64 tensor, values in ``[0, B)``), e.g. to reorder
+        beams. Reads the index's range (one host sync) before anything changes."""
         check_tensor(index, "index", ndim=1, dtypes=(torch.int64, torch.int32), finite=False)
+        if index.device != self.device_:
+            raise ValueError(f"index must be on the cache's device ({self.device_}), got {index.device}")
+        if index.numel() == 0:
+            raise ValueError("index must keep at least one row (the cache needs batch size >= 1)")
+        lo, hi = (int(x) for x in torch.aminmax(index))
+        if lo < 0 or hi >= self.B:
+            raise ValueError(f"index must lie in [0, {self.B}) (the cache's batch rows), got values in [{lo}, {hi}]")
         self._k, self._v, self._gp, self._valid = self._k[index], self._v[index], self._gp[index], self._valid[index]
         self._pw, self._pb, self.gate_total = self._pw[index], self._pb[index], self.gate_total[index]
         self._parts = None
@@ -389,17 +416,39 @@ class TritonPaTHCache:
 
     @classmethod
     def from_prefix(cls, keys_end: torch.Tensor, v: torch.Tensor, g: Optional[torch.Tensor] = None, *,
-                    n_q_heads: int, valid: Optional[torch.Tensor] = None, **kwargs) -> "TritonPaTHCache":
+                    n_q_heads: int, valid: Optional[torch.Tensor] = None, check_values: bool = True,
+                    **kwargs) -> "TritonPaTHCache":
         """A cache holding a prefilled prompt: ``keys_end [B, T, Hk, D]`` (keys moved to the prompt's end,
-        e.g. by ``path_lib.kernels.transform_keys_to_end``), ``v [B, T, Hk, Dv]``, log gates ``g [B, T, Hq]`` or
-        None, ``valid [B, T]`` bool or None (False: padding, never attended to). ``kwargs`` as for the
-        constructor (``value_dtype`` defaults to v's dtype)."""
-        check_tensor(keys_end, "keys_end", ndim=4, finite=False)
-        check_tensor(v, "v", ndim=4, finite=False)
+        e.g. by ``path_lib.kernels.transform_keys_to_end``), ``v [B, T, Hk, Dv]`` (float16, bfloat16 or
+        float32), log gates ``g [B, T, Hq]`` float32 or None, ``valid [B, T]`` bool or None (False: padding,
+        never attended to). ``kwargs`` as for the constructor (``value_dtype`` defaults to v's dtype;
+        ``capacity``, at least T, to ``max(2 T, 256)``). ``check_values``: also check that keys, values and
+        gates are finite and the gates <= 0 (a device sync; the layers pass False)."""
+        check_bool(check_values, "check_values")
+        check_tensor(keys_end, "keys_end", ndim=4, dtypes=_INPUT_DTYPES, finite=False)
+        check_tensor(v, "v", ndim=4, dtypes=_INPUT_DTYPES, finite=False)
         B, T, Hk, D = keys_end.shape
         if v.shape[:3] != keys_end.shape[:3]:
             raise ValueError(f"v must have shape [B, T, Hk, Dv] with B, T, Hk = {tuple(keys_end.shape[:3])}, "
                              f"got {tuple(v.shape)}")
+        check_int(n_q_heads, "n_q_heads", minimum=1)
+        for name, x in (("v", v), ("g", g), ("valid", valid)):
+            if x is not None and x.device != keys_end.device:
+                raise ValueError(f"{name} must be on the device of keys_end ({keys_end.device}), got {x.device}")
+        if g is not None:
+            _check(g, "g", (B, T, n_q_heads), (torch.float32,))
+        if valid is not None:
+            _check(valid, "valid", (B, T), (torch.bool,))
+        if "capacity" in kwargs:
+            check_int(kwargs["capacity"], "capacity", minimum=1)
+            if kwargs["capacity"] < T:
+                raise ValueError(f"capacity must hold the prompt's T = {T} tokens, got {kwargs['capacity']}")
+        if check_values:
+            check_finite(keys_end, "keys_end")
+            check_finite(v, "v")
+            if g is not None:
+                check_finite(g, "g")
+                check_log_gate(g, "g")
         kwargs.setdefault("value_dtype", v.dtype)
         kwargs.setdefault("capacity", max(2 * T, 256))
         cache = cls(B, n_q_heads, Hk, D, v.shape[-1], device=keys_end.device, **kwargs)
@@ -407,12 +456,10 @@ class TritonPaTHCache:
             cache._k[:, :, :T] = keys_end.transpose(1, 2)
             cache._v[:, :, :T] = v.transpose(1, 2)
             if g is not None:
-                _check(g, "g", (B, T, n_q_heads), (torch.float32,))
                 G = torch.cumsum(g.float(), dim=1).transpose(1, 2)
                 cache._gp[:, :, :T] = G
                 cache.gate_total = G[:, :, -1].contiguous()
             if valid is not None:
-                _check(valid, "valid", (B, T), (torch.bool,))
                 cache._valid[:, :T] = valid.to(torch.int8)
                 cache._padding = True
         cache._has_gate = None if T == 0 else g is not None
