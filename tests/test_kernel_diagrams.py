@@ -15,7 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from path_lib.theory import costs  # noqa: E402
 from path_lib.book.kernel_diagrams import (DIAGONAL, EARLIER_SEGMENT, NOT_COMPUTED, OWN_SEGMENT,  # noqa: E402
-                                           compile_table, kernel_docstrings, phase_counts, random_inputs,
+                                           compile_table, kernel_docstrings, table_columns, phase_counts, random_inputs,
                                            segment_figure, source_excerpt, tile_grid_figure, tile_phases,
                                            visit_order)
 
@@ -109,8 +109,10 @@ def test_source_excerpt():
     assert full.startswith("# ") and "def _documented" in full and "return z" in full
     part = source_excerpt(_documented, "marker-a", "marker-b")
     assert part.splitlines()[1].strip().startswith("y = x + 1") and "z = y" not in part
-    missing = source_excerpt(_documented, "no-such-marker")
-    assert missing.startswith("(the marker") and "return z" in missing
+    with pytest.raises(ValueError, match="no-such-marker"):
+        source_excerpt(_documented, "no-such-marker")
+    with pytest.raises(ValueError, match="marker-a"):
+        source_excerpt(_documented, "marker-b", "marker-a")      # the stop marker comes before the start
 
 
 def test_kernel_docstrings_recognise_kernels_by_fn():
@@ -139,6 +141,8 @@ def test_compile_table():
     lines = table.splitlines()
     assert len(lines) == 4 and "| 12 KiB | 168 | 0 |" in lines[2] and "failed: out of resources" in lines[3]
     assert len(compile_table(data).splitlines()) == 5
+    narrow = compile_table(data, dtypes=("bf16",), head_dim=64).splitlines()
+    assert len(narrow) == 3 and narrow[2] == "| `_fwd_kernel` | 4 | 1 | 12 | 168 | 0 |"
 
 
 def test_random_inputs():
@@ -148,3 +152,13 @@ def test_random_inputs():
     assert torch.allclose(w.norm(dim=-1), torch.ones(2, 9, 2)) and 0 <= beta.min() and beta.max() <= 2
     again = random_inputs(2, 9, 4, 2, 16, seed=3, gate=False)
     assert torch.equal(again[0], q) and again[5] is None
+
+
+def test_table_columns():
+    table = "| a | b | c |\n|---|--:|---|\n| 1 | 2 | 3 |\n| 4 | 5 | 6 |"
+    assert table_columns(table, ["c", 0]) == "| c | a |\n|---|---|\n| 3 | 1 |\n| 6 | 4 |"
+    assert table_columns(table, [1]).splitlines()[1] == "|--:|"
+    with pytest.raises(ValueError, match="'d'"):
+        table_columns(table, ["d"])
+    with pytest.raises(ValueError, match="index 3"):
+        table_columns(table, [3])

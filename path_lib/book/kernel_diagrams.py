@@ -30,7 +30,7 @@ import torch
 
 __all__ = ["NOT_COMPUTED", "DIAGONAL", "OWN_SEGMENT", "EARLIER_SEGMENT", "tile_phases", "visit_order",
            "phase_counts", "tile_grid_figure", "segment_figure", "source_excerpt", "kernel_docstrings",
-           "compile_table", "random_inputs"]
+           "compile_table", "table_columns", "random_inputs"]
 
 NOT_COMPUTED, DIAGONAL, OWN_SEGMENT, EARLIER_SEGMENT = 0, 1, 2, 3
 _COLORS = {NOT_COMPUTED: "#ffffff", DIAGONAL: "#f4a261", OWN_SEGMENT: "#2a9d8f", EARLIER_SEGMENT: "#457b9d"}
@@ -245,24 +245,27 @@ def _python_function(obj):
 def source_excerpt(obj, start: Optional[str] = None, stop: Optional[str] = None, root=None) -> str:
     """The real source of ``obj`` (a Triton kernel or a Python function), from the first line that
     contains ``start`` up to (not including) the next line that contains ``stop``, or the end; headed
-    by ``# path, lines a-b`` (path relative to ``root`` when given). A ``start`` not in the source
-    gives the whole source and says so."""
+    by ``# path, lines a-b`` (path relative to ``root`` when given). A ``start`` that is not in the
+    source, or a ``stop`` that is not after it, raises ``ValueError``: a listing whose marker has gone
+    from the source fails the build instead of printing something the prose does not describe."""
     fn = _python_function(obj)
     lines, first = inspect.getsourcelines(fn)
     path = inspect.getsourcefile(fn)
     if root is not None:
         path = os.path.relpath(path, str(root))
-    i0, i1, note = 0, len(lines), ""
+    name = getattr(fn, "__qualname__", repr(fn))
+    i0, i1 = 0, len(lines)
     if start is not None:
         hits = [i for i, line in enumerate(lines) if start in line]
-        if hits:
-            i0 = hits[0]
-            if stop is not None:
-                ends = [i for i, line in enumerate(lines) if stop in line and i > i0]
-                i1 = ends[0] if ends else len(lines)
-        else:
-            note = f"(the marker {start!r} is not in the current source: showing all of it)\n"
-    return note + f"# {path}, lines {first + i0}-{first + i1 - 1}\n" + "".join(lines[i0:i1]).rstrip()
+        if not hits:
+            raise ValueError(f"start marker {start!r} is not in the source of {name}")
+        i0 = hits[0]
+    if stop is not None:
+        ends = [i for i, line in enumerate(lines) if stop in line and i > i0]
+        if not ends:
+            raise ValueError(f"stop marker {stop!r} is not in the source of {name} after its start")
+        i1 = ends[0]
+    return f"# {path}, lines {first + i0}-{first + i1 - 1}\n" + "".join(lines[i0:i1]).rstrip()
 
 
 def kernel_docstrings(module, contains: str = "") -> dict:
@@ -277,9 +280,13 @@ def kernel_docstrings(module, contains: str = "") -> dict:
     return out
 
 
-def compile_table(data: dict, dtypes=None) -> str:
+def compile_table(data: dict, dtypes=None, head_dim: Optional[int] = None) -> str:
     """A Markdown table of a compile report (``RECORDS["compile_sm90"]``): registers, shared memory and
-    spills per kernel, optionally only for the given dtypes (e.g. ``("bf16",)``)."""
+    spills per kernel, optionally only for the given dtypes (e.g. ``("bf16",)``). With ``head_dim`` only
+    the rows of that head dim, in six narrow columns (kernel, warps, stages, shared KiB, registers per
+    thread, spilled bytes per thread), so that the table fits a page's text column."""
+    if head_dim is not None:
+        return _compile_table_narrow(data, dtypes, head_dim)
     lines = ["| dtype | D | BT | kernel | warps | stages | shared memory | registers / thread | spilled bytes |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in data.get("rows", []):
@@ -291,6 +298,45 @@ def compile_table(data: dict, dtypes=None) -> str:
             continue
         lines.append(head + f"| {r['num_warps']} | {r.get('num_stages', '-')} | "
                      f"{r['shared_bytes'] / 1024:.0f} KiB | {r['regs']} | {r['stack_bytes']} |")
+    return "\n".join(lines)
+
+
+def table_columns(table: str, columns) -> str:
+    """The Markdown ``table`` (a header row, a separator row, body rows; lines that do not start with
+    ``|`` are kept as they are, before the table) cut to ``columns``: header names or 0-based indices,
+    in the order given. Splits or narrows a table that a helper returns so that it fits a page."""
+    lines = table.strip("\n").splitlines()
+    lead = [line for line in lines if not line.startswith("|")]
+    rows = [[cell.strip() for cell in line.strip()[1:-1].split("|")]
+            for line in lines if line.startswith("|")]
+    if len(rows) < 2:
+        raise ValueError("table: expected a Markdown table with a header and a separator row")
+    index = []
+    for col in columns:
+        if isinstance(col, int) and not isinstance(col, bool):
+            if not 0 <= col < len(rows[0]):
+                raise ValueError(f"columns: index {col} outside the table's {len(rows[0])} columns")
+            index.append(col)
+        elif col in rows[0]:
+            index.append(rows[0].index(col))
+        else:
+            raise ValueError(f"columns: {col!r} is not a header of the table {rows[0]}")
+    body = ["| " + " | ".join(row[i] for i in index) + " |" for row in rows]
+    body[1] = "|" + "|".join(rows[1][i] if rows[1][i].strip("-:") == "" else "---" for i in index) + "|"
+    return "\n".join(lead + body)
+
+
+def _compile_table_narrow(data: dict, dtypes, head_dim: int) -> str:
+    lines = ["| kernel | warps | stages | shared KiB | registers | spilled bytes |",
+             "|---|--:|--:|--:|--:|--:|"]
+    for r in data.get("rows", []):
+        if (dtypes and r.get("dtype") not in dtypes) or r.get("D") != head_dim:
+            continue
+        if r.get("error"):
+            lines.append(f"| `{r.get('kernel')}` | - | - | failed: {str(r['error'])[:40]} | - | - |")
+            continue
+        lines.append(f"| `{r.get('kernel')}` | {r['num_warps']} | {r.get('num_stages', '-')} | "
+                     f"{r['shared_bytes'] / 1024:.0f} | {r['regs']} | {r['stack_bytes']} |")
     return "\n".join(lines)
 
 
