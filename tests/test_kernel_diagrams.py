@@ -158,6 +158,7 @@ def test_table_columns():
     table = "| a | b | c |\n|---|--:|---|\n| 1 | 2 | 3 |\n| 4 | 5 | 6 |"
     assert table_columns(table, ["c", 0]) == "| c | a |\n|---|---|\n| 3 | 1 |\n| 6 | 4 |"
     assert table_columns(table, [1]).splitlines()[1] == "|--:|"
+    assert table_columns(table, [("b", "B"), 0]).splitlines()[0] == "| B | a |"
     with pytest.raises(ValueError, match="'d'"):
         table_columns(table, ["d"])
     with pytest.raises(ValueError, match="index 3"):

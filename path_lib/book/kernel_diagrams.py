@@ -304,15 +304,18 @@ def compile_table(data: dict, dtypes=None, head_dim: Optional[int] = None) -> st
 def table_columns(table: str, columns) -> str:
     """The Markdown ``table`` (a header row, a separator row, body rows; lines that do not start with
     ``|`` are kept as they are, before the table) cut to ``columns``: header names or 0-based indices,
-    in the order given. Splits or narrows a table that a helper returns so that it fits a page."""
+    in the order given, each optionally as a pair ``(column, new header)``. Splits or narrows a table
+    that a helper returns so that it fits a page."""
     lines = table.strip("\n").splitlines()
     lead = [line for line in lines if not line.startswith("|")]
     rows = [[cell.strip() for cell in line.strip()[1:-1].split("|")]
             for line in lines if line.startswith("|")]
     if len(rows) < 2:
         raise ValueError("table: expected a Markdown table with a header and a separator row")
-    index = []
+    index, names = [], []
     for col in columns:
+        col, name = col if isinstance(col, tuple) else (col, None)
+        names.append(name)
         if isinstance(col, int) and not isinstance(col, bool):
             if not 0 <= col < len(rows[0]):
                 raise ValueError(f"columns: index {col} outside the table's {len(rows[0])} columns")
@@ -321,7 +324,9 @@ def table_columns(table: str, columns) -> str:
             index.append(rows[0].index(col))
         else:
             raise ValueError(f"columns: {col!r} is not a header of the table {rows[0]}")
-    body = ["| " + " | ".join(row[i] for i in index) + " |" for row in rows]
+    rows[0] = [rows[0][i] if name is None else name for i, name in zip(index, names)]
+    body = ["| " + " | ".join(rows[0]) + " |"]
+    body += ["| " + " | ".join(row[i] for i in index) + " |" for row in rows[1:]]
     body[1] = "|" + "|".join(rows[1][i] if rows[1][i].strip("-:") == "" else "---" for i in index) + "|"
     return "\n".join(lead + body)
 
