@@ -15,7 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from path_lib.theory import costs  # noqa: E402
 from path_lib.book.kernel_diagrams import (DIAGONAL, EARLIER_SEGMENT, NOT_COMPUTED, OWN_SEGMENT,  # noqa: E402
-                                           compile_table, kernel_docstrings, phase_counts, random_inputs,
+                                           compile_table, fit_to_width, fold_line, kernel_docstrings, table_columns, phase_counts, random_inputs,
                                            segment_figure, source_excerpt, tile_grid_figure, tile_phases,
                                            visit_order)
 
@@ -109,8 +109,10 @@ def test_source_excerpt():
     assert full.startswith("# ") and "def _documented" in full and "return z" in full
     part = source_excerpt(_documented, "marker-a", "marker-b")
     assert part.splitlines()[1].strip().startswith("y = x + 1") and "z = y" not in part
-    missing = source_excerpt(_documented, "no-such-marker")
-    assert missing.startswith("(the marker") and "return z" in missing
+    with pytest.raises(ValueError, match="no-such-marker"):
+        source_excerpt(_documented, "no-such-marker")
+    with pytest.raises(ValueError, match="marker-a"):
+        source_excerpt(_documented, "marker-b", "marker-a")      # the stop marker comes before the start
 
 
 def test_kernel_docstrings_recognise_kernels_by_fn():
@@ -139,6 +141,8 @@ def test_compile_table():
     lines = table.splitlines()
     assert len(lines) == 4 and "| 12 KiB | 168 | 0 |" in lines[2] and "failed: out of resources" in lines[3]
     assert len(compile_table(data).splitlines()) == 5
+    narrow = compile_table(data, dtypes=("bf16",), head_dim=64).splitlines()
+    assert len(narrow) == 3 and narrow[2] == "| `_fwd_kernel` | 4 | 1 | 12 | 168 | 0 |"
 
 
 def test_random_inputs():
@@ -148,3 +152,56 @@ def test_random_inputs():
     assert torch.allclose(w.norm(dim=-1), torch.ones(2, 9, 2)) and 0 <= beta.min() and beta.max() <= 2
     again = random_inputs(2, 9, 4, 2, 16, seed=3, gate=False)
     assert torch.equal(again[0], q) and again[5] is None
+
+
+def test_table_columns():
+    table = "| a | b | c |\n|---|--:|---|\n| 1 | 2 | 3 |\n| 4 | 5 | 6 |"
+    assert table_columns(table, ["c", 0]) == "| c | a |\n|---|---|\n| 3 | 1 |\n| 6 | 4 |"
+    assert table_columns(table, [1]).splitlines()[1] == "|--:|"
+    assert table_columns(table, [("b", "B"), 0]).splitlines()[0] == "| B | a |"
+    with pytest.raises(ValueError, match="'d'"):
+        table_columns(table, ["d"])
+    with pytest.raises(ValueError, match="index 3"):
+        table_columns(table, [3])
+
+
+def test_fold_line():
+    line = "    result = some_function(alpha, beta, gamma, delta, epsilon)  # a comment that runs on"
+    parts = fold_line(line, 40)
+    assert all(len(p) <= 40 for p in parts) and len(parts) > 1
+    assert all(p.startswith("    \u21aa ") for p in parts[1:])
+    assert " ".join(p.replace("\u21aa ", "") for p in parts).split() == line.split()
+    assert fold_line("short", 40) == ["short"]
+    assert fold_line("x" * 50, 40) == ["x" * 50]             # nowhere to break: left long
+    folded = source_excerpt(_documented, width=20)
+    assert all(len(line) <= 20 for line in folded.splitlines()[1:])
+    assert "    # marker-a\n    y = x + 1" in folded and "return z" in folded
+
+
+def test_fit_to_width_refills_comments_and_plain_docstring_paragraphs():
+    src = ['def f(x):',
+           '    """A docstring paragraph whose single line is much longer than the page allows here.',
+           '',
+           '    * a list item that is long enough to need folding, which must stay a list item, yes',
+           '    """',
+           '    # a comment block whose first line is long enough to go over the width of the page',
+           '    # and a second line',
+           '    return x  # short']
+    out = fit_to_width(src, 40, docstring=(1, 4))
+    assert all(len(line) <= 40 for line in out)
+    assert out[1].startswith('    """A docstring') and out[-1] == "    return x  # short"
+    doc = out[1:out.index('    """') + 1]
+    assert " ".join(doc[:doc.index("")]).split() == \
+        '"""A docstring paragraph whose single line is much longer than the page allows here.'.split()
+    item = [line for line in doc if line.strip().startswith(("* ", "\u21aa"))]
+    assert item[0].strip().startswith("* a list item") and len(item) > 1      # folded, not refilled
+    comments = [line for line in out if line.strip().startswith("#")]
+    assert all(c.startswith("    # ") for c in comments)
+    assert " ".join(c.strip()[2:] for c in comments).split() == \
+        "a comment block whose first line is long enough to go over the width of the page and a second line".split()
+
+
+def test_fit_to_width_moves_a_long_lines_comment_above_it():
+    out = fit_to_width(["    total = alpha + beta + gamma          # the sum of the three terms"], 40)
+    assert out == ["    # the sum of the three terms", "    total = alpha + beta + gamma"]
+    assert fit_to_width(['    s = "a # b" + name_of_something_long_enough'], 40)[0].startswith('    s = "a # b"')

@@ -29,8 +29,9 @@ from typing import Optional
 import torch
 
 __all__ = ["NOT_COMPUTED", "DIAGONAL", "OWN_SEGMENT", "EARLIER_SEGMENT", "tile_phases", "visit_order",
-           "phase_counts", "tile_grid_figure", "segment_figure", "source_excerpt", "kernel_docstrings",
-           "compile_table", "random_inputs"]
+           "phase_counts", "tile_grid_figure", "segment_figure", "source_excerpt", "fold_line",
+           "fit_to_width", "kernel_docstrings",
+           "compile_table", "table_columns", "random_inputs"]
 
 NOT_COMPUTED, DIAGONAL, OWN_SEGMENT, EARLIER_SEGMENT = 0, 1, 2, 3
 _COLORS = {NOT_COMPUTED: "#ffffff", DIAGONAL: "#f4a261", OWN_SEGMENT: "#2a9d8f", EARLIER_SEGMENT: "#457b9d"}
@@ -242,27 +243,173 @@ def _python_function(obj):
     return getattr(obj, "fn", obj)
 
 
-def source_excerpt(obj, start: Optional[str] = None, stop: Optional[str] = None, root=None) -> str:
+FOLD_MARK = "\u21aa "   # starts the continuation of a folded line
+
+
+def fold_line(line: str, width: int) -> list:
+    """``line`` folded at spaces into lines of at most ``width`` characters where it can be: each
+    continuation keeps the line's indent and starts with :data:`FOLD_MARK`. A stretch without a space
+    to break at stays longer than ``width``."""
+    indent = " " * (len(line) - len(line.lstrip()))
+    lead = indent + FOLD_MARK
+    out, first = [], True
+    while len(line) > width:
+        lo = len(indent if first else lead) + 1
+        cut = line.rfind(", ", lo, width)          # after a comma where one is in the second half
+        cut = cut + 1 if cut > (lo + width) // 2 else line.rfind(" ", lo, width + 1)
+        if cut < 0:
+            break
+        out.append(line[:cut].rstrip())
+        line, first = lead + line[cut:].lstrip(), False
+    return out + [line]
+
+
+def source_excerpt(obj, start: Optional[str] = None, stop: Optional[str] = None, root=None,
+                   width: Optional[int] = None) -> str:
     """The real source of ``obj`` (a Triton kernel or a Python function), from the first line that
     contains ``start`` up to (not including) the next line that contains ``stop``, or the end; headed
-    by ``# path, lines a-b`` (path relative to ``root`` when given). A ``start`` not in the source
-    gives the whole source and says so."""
+    by ``# path, lines a-b`` (path relative to ``root`` when given). A ``start`` that is not in the
+    source, or a ``stop`` that is not after it, raises ``ValueError``: a listing whose marker has gone
+    from the source fails the build instead of printing something the prose does not describe. With
+    ``width``, lines longer than that are folded for a page (:func:`fold_line`); the line numbers in
+    the header stay those of the file."""
     fn = _python_function(obj)
     lines, first = inspect.getsourcelines(fn)
     path = inspect.getsourcefile(fn)
     if root is not None:
         path = os.path.relpath(path, str(root))
-    i0, i1, note = 0, len(lines), ""
+    name = getattr(fn, "__qualname__", repr(fn))
+    i0, i1 = 0, len(lines)
     if start is not None:
         hits = [i for i, line in enumerate(lines) if start in line]
-        if hits:
-            i0 = hits[0]
-            if stop is not None:
-                ends = [i for i, line in enumerate(lines) if stop in line and i > i0]
-                i1 = ends[0] if ends else len(lines)
+        if not hits:
+            raise ValueError(f"start marker {start!r} is not in the source of {name}")
+        i0 = hits[0]
+    if stop is not None:
+        ends = [i for i, line in enumerate(lines) if stop in line and i > i0]
+        if not ends:
+            raise ValueError(f"stop marker {stop!r} is not in the source of {name} after its start")
+        i1 = ends[0]
+    body = "".join(lines[i0:i1]).rstrip()
+    if width is not None:
+        doc = _docstring_span(lines) if i0 == 0 else None
+        body = "\n".join(fit_to_width(body.splitlines(), width, doc))
+    return f"# {path}, lines {first + i0}-{first + i1 - 1}\n" + body
+
+
+def _docstring_span(lines) -> Optional[tuple]:
+    """0-based first and last line of the docstring of the function whose source is ``lines``."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    fn = tree.body[0] if tree.body else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or ast.get_docstring(fn) is None:
+        return None
+    node = fn.body[0]
+    return node.lineno - 1, node.end_lineno - 1
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def _fill(words: str, width: int, indent: str, prefix: str = "") -> list:
+    import textwrap
+
+    return textwrap.wrap(words, width, initial_indent=indent + prefix, subsequent_indent=indent + prefix,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def _reflow_docstring(lines: list, width: int) -> list:
+    """A docstring's lines (opening quotes on the first, closing on the last) with each plain paragraph
+    that has a line over ``width`` refilled; lists, indented blocks and ``Args:``-style sections keep
+    their lines (folded where too long)."""
+    indent, first = _indent(lines[0]), lines[0].strip()
+    quote = first[:3]
+    if quote not in ('"""', "'''") or not lines[-1].rstrip().endswith(quote):
+        return [part for line in lines for part in fold_line(line, width)]
+    alone = len(lines) > 1 and lines[-1].strip() == quote        # closing quotes on a line of their own
+    text = [indent + first[3:]] + lines[1:]
+    text[-1] = text[-1].rstrip()[:-3]
+    paragraphs, cur = [], []
+    for line in text:
+        if line.strip():
+            cur.append(line)
         else:
-            note = f"(the marker {start!r} is not in the current source: showing all of it)\n"
-    return note + f"# {path}, lines {first + i0}-{first + i1 - 1}\n" + "".join(lines[i0:i1]).rstrip()
+            paragraphs += [cur, None] if cur else [None]
+            cur = []
+    paragraphs += [cur] if cur else []
+    out = []
+    for para in paragraphs:
+        if para is None:
+            out.append("")
+            continue
+        plain = all(_indent(line) == indent for line in para) and not any(
+            line.strip().startswith(("* ", "- ", "+ ")) or line.rstrip().endswith(":") for line in para)
+        if plain and any(len(line) > width - 3 for line in para):
+            out += _fill(" ".join(line.strip() for line in para), width - 3, indent)
+        else:
+            out += [part for line in para for part in fold_line(line, width)]
+    while out and not out[-1].strip():
+        out.pop()
+    out[0] = indent + quote + out[0][len(indent):]
+    if alone:
+        out.append(indent + quote)
+    else:
+        out[-1] += quote
+    return out
+
+
+def fit_to_width(lines: list, width: int, docstring: Optional[tuple] = None) -> list:
+    """Source ``lines`` made to fit ``width`` characters for a page: runs of whole-line comments with a
+    line over ``width`` are refilled as one paragraph, so is each plain paragraph of the docstring at
+    ``docstring`` (0-based first and last line), and every other long line is folded at a space
+    (:func:`fold_line`). The code's tokens are unchanged; only where lines break differs."""
+    out, i = [], 0
+    while i < len(lines):
+        if docstring is not None and i == docstring[0]:
+            out += _reflow_docstring(lines[i:docstring[1] + 1], width)
+            i = docstring[1] + 1
+            continue
+        line = lines[i]
+        if line.lstrip().startswith("#"):
+            j = i
+            while j < len(lines) and lines[j].lstrip().startswith("#") and _indent(lines[j]) == _indent(line):
+                j += 1
+            block = lines[i:j]
+            if any(len(b) > width for b in block):
+                out += _fill(" ".join(b.strip()[1:].strip() for b in block), width, _indent(line), "# ")
+            else:
+                out += block
+            i = j
+            continue
+        comment = _inline_comment(line) if len(line) > width else None
+        if comment is not None:       # a long line's trailing comment goes on a line of its own above it
+            code = line[:comment].rstrip()
+            out += _fill(line[comment:].lstrip("#").strip(), width, _indent(line), "# ")
+            out += fold_line(code, width)
+        else:
+            out += fold_line(line, width)
+        i += 1
+    return out
+
+
+def _inline_comment(line: str) -> Optional[int]:
+    """The column where ``line``'s trailing comment starts, when code comes before it; else None."""
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                return tok.start[1] if line[:tok.start[1]].strip() else None
+    except (tokenize.TokenError, SyntaxError):      # a line inside a longer statement: what was read
+        pass
+    return None
 
 
 def kernel_docstrings(module, contains: str = "") -> dict:
@@ -277,9 +424,13 @@ def kernel_docstrings(module, contains: str = "") -> dict:
     return out
 
 
-def compile_table(data: dict, dtypes=None) -> str:
+def compile_table(data: dict, dtypes=None, head_dim: Optional[int] = None) -> str:
     """A Markdown table of a compile report (``RECORDS["compile_sm90"]``): registers, shared memory and
-    spills per kernel, optionally only for the given dtypes (e.g. ``("bf16",)``)."""
+    spills per kernel, optionally only for the given dtypes (e.g. ``("bf16",)``). With ``head_dim`` only
+    the rows of that head dim, in six narrow columns (kernel, warps, stages, shared KiB, registers per
+    thread, spilled bytes per thread), so that the table fits a page's text column."""
+    if head_dim is not None:
+        return _compile_table_narrow(data, dtypes, head_dim)
     lines = ["| dtype | D | BT | kernel | warps | stages | shared memory | registers / thread | spilled bytes |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in data.get("rows", []):
@@ -291,6 +442,50 @@ def compile_table(data: dict, dtypes=None) -> str:
             continue
         lines.append(head + f"| {r['num_warps']} | {r.get('num_stages', '-')} | "
                      f"{r['shared_bytes'] / 1024:.0f} KiB | {r['regs']} | {r['stack_bytes']} |")
+    return "\n".join(lines)
+
+
+def table_columns(table: str, columns) -> str:
+    """The Markdown ``table`` (a header row, a separator row, body rows; lines that do not start with
+    ``|`` are kept as they are, before the table) cut to ``columns``: header names or 0-based indices,
+    in the order given, each optionally as a pair ``(column, new header)``. Splits or narrows a table
+    that a helper returns so that it fits a page."""
+    lines = table.strip("\n").splitlines()
+    lead = [line for line in lines if not line.startswith("|")]
+    rows = [[cell.strip() for cell in line.strip()[1:-1].split("|")]
+            for line in lines if line.startswith("|")]
+    if len(rows) < 2:
+        raise ValueError("table: expected a Markdown table with a header and a separator row")
+    index, names = [], []
+    for col in columns:
+        col, name = col if isinstance(col, tuple) else (col, None)
+        names.append(name)
+        if isinstance(col, int) and not isinstance(col, bool):
+            if not 0 <= col < len(rows[0]):
+                raise ValueError(f"columns: index {col} outside the table's {len(rows[0])} columns")
+            index.append(col)
+        elif col in rows[0]:
+            index.append(rows[0].index(col))
+        else:
+            raise ValueError(f"columns: {col!r} is not a header of the table {rows[0]}")
+    rows[0] = [rows[0][i] if name is None else name for i, name in zip(index, names)]
+    body = ["| " + " | ".join(rows[0]) + " |"]
+    body += ["| " + " | ".join(row[i] for i in index) + " |" for row in rows[1:]]
+    body[1] = "|" + "|".join(rows[1][i] if rows[1][i].strip("-:") == "" else "---" for i in index) + "|"
+    return "\n".join(lead + body)
+
+
+def _compile_table_narrow(data: dict, dtypes, head_dim: int) -> str:
+    lines = ["| kernel | warps | stages | shared KiB | registers | spilled bytes |",
+             "|---|--:|--:|--:|--:|--:|"]
+    for r in data.get("rows", []):
+        if (dtypes and r.get("dtype") not in dtypes) or r.get("D") != head_dim:
+            continue
+        if r.get("error"):
+            lines.append(f"| `{r.get('kernel')}` | - | - | failed: {str(r['error'])[:40]} | - | - |")
+            continue
+        lines.append(f"| `{r.get('kernel')}` | {r['num_warps']} | {r.get('num_stages', '-')} | "
+                     f"{r['shared_bytes'] / 1024:.0f} | {r['regs']} | {r['stack_bytes']} |")
     return "\n".join(lines)
 
 

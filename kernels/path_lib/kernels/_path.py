@@ -46,13 +46,13 @@ def _tl(name: str):
 # (benchmarks/DESIGN.md, "Launch configuration")
 # ----------------------------------------------------------------------------------------------
 #
-# The measured tables first (each comment names the measurement behind it; benchmarks/HISTORY.md has the
-# versions); kernel_config() is their only reader, and the launches read nothing but its KernelConfig.
+# The measured tables first (each comment says what the setting does and why; benchmarks/HISTORY.md has
+# the measurements); kernel_config() is their only reader, and the launches read nothing but its KernelConfig.
 
 # Shared memory (bytes) the largest of the kernels needs at one pipelining stage (``_launch`` lowers the
 # stages of the attention loops when they do not fit; the other kernels run at one), read off the
 # device-faithful AOT compiles for sm_90 (``benchmarks/results/compile_sm90.json``, triton 3.6 with
-# the JIT's divisibility hints; v13): half-precision inputs at BT = 64 (``_bwd_block_kernel`` at
+# the JIT's divisibility hints): half-precision inputs at BT = 64 (``_bwd_block_kernel`` at
 # D = 32 / 64, ``_seg_grad_kernel`` at D = 128), float32 inputs (tf32x3) at BT = 32 (the query side
 # at D = 32 / 64, ``_seg_grad_kernel`` at D = 128). Other architectures may need a little more or
 # less: the runtime fallback covers that.
@@ -60,22 +60,20 @@ _SMEM_HALF_BT64 = {32: 90112, 64: 102400, 128: 188416}
 _SMEM_FP32_BT32 = {32: 32768, 64: 81920, 128: 229376}
 
 # blocks per segment at least, for a forward that records no gradient, with half-precision inputs at
-# D = 128 and BT = 64 (v11, H200, benchmarks/HISTORY.md: the D x D segment products cost the forward
-# more than the longer own-segment loops save: 1024-token segments were the fastest forward, 2.54 ms
-# against 3.16 at the default 4 blocks for T = 1024, 4.47 against 4.57 at 8 for T = 4096; at T = 16384
-# the default is 16 blocks already)
+# D = 128 and BT = 64: there the D x D segment products cost the forward more than the longer
+# own-segment loops save, so longer segments give the faster forward (H200 timings in
+# benchmarks/HISTORY.md)
 _FWD_ONLY_SEG_BLOCKS = {128: 16}
 
 # warps per kernel on sm_80 and newer, by (head dim, half-precision inputs); kernels missing from an entry
-# take the default rule in _warps (H200 measurements in benchmarks/HISTORY.md; v5: 4 warps halve the
-# per-block kernels' time at D = 64: 255 registers and spills at 8)
+# take the default rule in _warps (H200 measurements in benchmarks/HISTORY.md). The per-block kernels run
+# at 4 warps: at 8 they reach 255 registers and spill at D = 64
 _WARPS_SM80 = {
-    # v7: one warpgroup per 64-row tile for the forward, the query side and the intra kernel (forward
-    # 13.7 -> 10.0 ms, query side 18.1 -> 12.5 ms at T = 16384); v8: two warpgroups for the 128-row
-    # tiles of the query side (12.5 -> 10.6 ms) and of the forward's earlier segments (_fwd_inter_kernel
-    # at 4 warps: 10.7 ms, at 8: 5.9 ms); v10: the backward's segment chain (_seg_bwd_kernel) at 4 warps
-    # (1.72 -> 1.16 ms at T = 1024); v21: the UT solve (_ut_kernel) at one warp after A by its own
-    # four-warp kernel (_ut_a_kernel); w and beta are float32 at every input dtype, so one setting for all
+    # one warpgroup (4 warps) per 64-row tile for the forward, the query side and the intra kernel; two
+    # warpgroups (8 warps) for the 128-row tiles of the query side and of the forward's earlier segments
+    # (_fwd_inter_kernel); the backward's segment chain (_seg_bwd_kernel) at 4 warps; the UT solve
+    # (_ut_kernel) at one warp, with A formed by its own four-warp kernel (_ut_a_kernel); w and beta are
+    # float32 at every input dtype, so one setting for all
     (128, True): dict(ut_a=4, ut=1, prep=4, block=4, intra=4, seg=8, seg_bwd=4, fwd=4, fwd_inter=8, inter_q=8, inter_kv=8),
     (128, False): dict(ut_a=4, ut=1, prep=4, block=4, intra=8, seg=8),
     (64, True): dict(ut_a=4, ut=1, prep=4, block=4, intra=4, seg=4),
@@ -84,29 +82,27 @@ _WARPS_SM80 = {
 }
 
 # pipelining depth per attention loop for half-precision inputs where shared memory is plentiful (at least
-# _STAGES_MIN_SMEM bytes per block; elsewhere 1) (v10, H200, benchmarks/HISTORY.md): the forward kernel's
-# own-segment loop runs shorter unpipelined (221440 -> 49152 bytes of shared memory at D = 128: two
-# programs per SM, as registers allow, instead of one); the long loops over earlier segments gain from a
-# third stage
+# _STAGES_MIN_SMEM bytes per block; elsewhere 1) (H200 timings in benchmarks/HISTORY.md): the forward
+# kernel's own-segment loop runs shorter unpipelined (at D = 128 it then needs 49152 bytes of shared
+# memory instead of 221440: two programs per SM, as registers allow, instead of one); the long loops
+# over earlier segments gain from a third stage
 _STAGES_HALF = dict(fwd=1, fwd_inter=3, inter_q=3, inter_kv=3)
 _STAGES_MIN_SMEM = 160 * 1024
 
 # how the backward splits its D x D segment matrices (rows of the carried gradient per program of
 # _seg_bwd_kernel, columns per chunk in _seg_grad_kernel, the query side's dSeg and the key side's dKseg)
 # and the head dim of _bwd_block_kernel (columns per chunk), by head dim; from the AOT compiles and H200
-# timings in benchmarks/HISTORY.md (v6). Module-level so that the CPU tests can split small head dims too
+# timings in benchmarks/HISTORY.md. Module-level so that the CPU tests can split small head dims too
 _SEG_SPLIT = {128: 32}
 _BLOCK_COLS = {64: 32, 128: 32}
 # head-dim columns per chunk of _bwd_diag_kernel for half-precision inputs at BT = 64, by head dim; other
-# configurations (float32, smaller blocks) take at most 64. v10, H200: 64 columns 1.88 ms at D = 128,
-# T = 1024, 32 columns 1.93, 16 columns 2.67, whole 128-column tiles 2.49; v16, with W and T W in the
-# transport dtype (v14): whole 128-column tiles are the faster, forward+backward 23.53 -> 23.25 ms at
-# T = 4096, 15.34 -> 15.08 at T = 1024, 46.06 -> 45.77 at T = 16384 (benchmarks/HISTORY.md)
+# configurations (float32, smaller blocks) take at most 64. With W and T W read in the transport dtype,
+# whole 128-column tiles are the faster at D = 128 (H200 timings in benchmarks/HISTORY.md)
 _DIAG_COLS = {64: 64, 128: 128}
 # rows per program of _bwd_inter_kv_kernel (keys), _bwd_inter_q_kernel (queries) and _fwd_inter_kernel
 # (the forward's earlier segments) for half-precision inputs at BT = 64 (a multiple of BT whose blocks
-# tile the segments and the sequence, else one block), by head dim (H200, benchmarks/HISTORY.md, v8: at
-# D = 64 128 key rows doubled the key side's time and 128 query rows did not change the query side's)
+# tile the segments and the sequence, else one block), by head dim (H200, benchmarks/HISTORY.md: at
+# D = 64, 128 key rows double the key side's time and 128 query rows do not speed up the query side)
 _KEY_ROWS = {128: 128}
 _QUERY_ROWS = {128: 128}
 _FWD_ROWS = {64: 128, 128: 128}
@@ -488,9 +484,8 @@ def _dtypes(dev: DeviceInfo, dtype) -> dict:
         return dict(compute_dtype="float32", transport_dtype="float32", backward_transport_dtype="float32",
                     precision=fp32_prec, block_precision=fp32_prec, solve_precision=fp32_prec)
     cdt = "float16" if dtype == torch.float16 else "bfloat16"
-    # v6: the backward's segment and block kernels work on row blocks / column chunks (seg_split,
-    # block_cols), so tf32 fits at D = 128 too (v5 kept tf32x3 there: whole D x D float32 operands needed
-    # 320-360 KB of shared memory)
+    # the backward's segment and block kernels work on row blocks / column chunks (seg_split,
+    # block_cols), so their tf32 operands fit in shared memory at D = 128 too
     return dict(compute_dtype=cdt, transport_dtype="float16", backward_transport_dtype=cdt,
                 precision="tf32", block_precision="tf32", solve_precision=fp32_prec)
 
@@ -660,8 +655,8 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     matrices of ``D x D``), all in Triton, at ``cfg``'s block length, segments, warps and precisions.
     Inputs padded ``[B, T, Hk, D]``; w, beta float32 contiguous. For a call that records no gradient
     (``cfg.forward_only``) the factors only the backward reads, ``N`` and the suffix products ``R_j``,
-    are neither allocated nor written (v19): ``NM`` and ``RS`` are then None. ``OM`` is in k's dtype
-    (v20), the rest float32 but the token tensors ``KA`` and ``KS`` (k's dtype)."""
+    are neither allocated nor written: ``NM`` and ``RS`` are then None. ``OM`` is in k's dtype, the
+    rest float32 but the token tensors ``KA`` and ``KS`` (k's dtype)."""
     kern = _triton()
     B, T, HK, D = k.shape
     BT, SB, NB, NS = _blocks_of(cfg, T)
@@ -682,7 +677,7 @@ def _precompute(k, w, beta, cfg: KernelConfig):
          K=k, W=w, UT_TW=TW, K_BLOCK_END=KA, UT_T=TM, UT_M=MM, T=T, NB=NB,
          HK=HK, D=D, BT=BT, PREC=cfg.block_precision)
     if NS == 1:  # one segment: no segment products (the kernels compile their segment loops out and
-        # read none of them; an expanded identity holds their place without memory, v20)
+        # read none of them; an expanded identity holds their place without memory)
         OM = torch.eye(D, **f32).expand(B, HK, 1, D, D)
         return dict(TW=TW, KA=KA, KS=KA, TM=TM, MM=MM, NM=NM, RS=OM, SEG=OM, OM=OM)
     KS = torch.empty(B, T, HK, D, dtype=k.dtype, device=dev)
@@ -691,7 +686,7 @@ def _precompute(k, w, beta, cfg: KernelConfig):
     _run(kern._seg_fwd_kernel, (NS, B * HK), cfg.warps.seg,
          W=w, UT_TW=TW, K_BLOCK_END=KA, K_SEG_END=KS, SUFFIX_R=RS if keep else Seg, SEG_PROD=Seg, T=T, NB=NB,
          NS=NS, SB=SB, HK=HK, D=D, BT=BT, PREC=cfg.block_precision, STORE_R=keep)
-    # Om in the input dtype (v20): the forward's and the backward's products read it only rounded to it
+    # Om in the input dtype: the forward's and the backward's products read it only rounded to it
     OM = torch.empty(B, HK, NS * (NS - 1) // 2, D, D, dtype=k.dtype, device=dev)
     _run(kern._pair_kernel, (NS - 1, B * HK), cfg.warps.seg,
          SEG_PROD=Seg, PAIR_PROD=OM, NS=NS, HK=HK, D=D, PREC=cfg.solve_precision)
@@ -776,14 +771,14 @@ def _forward_impl(q, k, v, w, beta, G, scale, cfg: KernelConfig):
     pre = _precompute(k, wf, bf, cfg)
     if cfg.forward_only:
         # no backward: T (read only by _prep_kernel) and the segment products (read only by _pair_kernel)
-        # are freed before the attention kernels' buffers are taken (v20: the forward's peak memory)
+        # are freed before the attention kernels' buffers are taken, which lowers the forward's peak
         pre["TM"] = pre["SEG"] = None
     o = torch.empty_like(q)
     lse = torch.empty(B, HQ, T, dtype=torch.float32, device=q.device)
     # the query states at their segment's start: the backward reads them only in the input dtype
     q0 = torch.empty(B, T, HQ, D, dtype=q.dtype, device=q.device)
     Gh = G.transpose(1, 2).contiguous() if G is not None else lse  # without a gate: any [B, HQ, T] (not read)
-    # earlier segments on FR query rows per program in a second kernel (v8), from the partial results
+    # earlier segments on FR query rows per program in a second kernel, from the partial results
     # of the rows outside the first segment (float32, freed on return)
     split = cfg.fwd_split
     op = torch.empty(B, T, HQ, D, dtype=torch.float32, device=q.device) if split else o
@@ -804,7 +799,7 @@ def _forward_impl(q, k, v, w, beta, G, scale, cfg: KernelConfig):
     return o, saved
 
 
-# the backward's batch slices (v22): at least this many programs per multiprocessor in the narrowest
+# the backward's batch slices: at least this many programs per multiprocessor in the narrowest
 # launches of a slice, and at most this many slices (past four the peak hardly falls: the saved factors
 # and the gradients of the inputs are full size)
 _BWD_PROGRAMS_PER_SM = 4
@@ -832,7 +827,7 @@ def backward_slices(device, cfg: KernelConfig, batch: int, key_heads: int) -> in
 
 def _backward_impl(saved, do, scale, cfg: KernelConfig, has_g):
     """Backward kernels and the float32 segment chain at configuration ``cfg``; returns
-    (dq, dk, dv, dw, dbeta, dG). With more than one batch slice (:func:`backward_slices`, v22) the
+    (dq, dk, dv, dw, dbeta, dG). With more than one batch slice (:func:`backward_slices`) the
     gradients of the inputs are allocated first and each slice writes its rows of them; the same
     kernels, the same results."""
     q, k, v = saved[:3]
@@ -870,9 +865,9 @@ def _backward_slice(saved, do, scale, cfg: KernelConfig, has_g, out=None):
     f32 = dict(dtype=torch.float32, device=dev)
     delta = torch.empty(B, HQ, T, **f32)  # do . o per query row
     _run(kern._delta_kernel, (NB, B * HQ), cfg.warps.delta, DO=do, O=o, DELTA=delta, T=T, HQ=HQ, D=D, BT=BT)
-    # v20 orders the kernels by the memory they hold: the inter kernels, then the segment chain (which
-    # reads only their gradients), so that dKseg, dSeg and the chain's state are freed before the intra
-    # and diagonal kernels take their buffers; the peak is the live buffers' sum at one launch
+    # the kernels run in the order of the memory they hold: the inter kernels, then the segment chain
+    # (which reads only their gradients), so that dKseg, dSeg and the chain's state are freed before the
+    # intra and diagonal kernels take their buffers; the peak is the live buffers' sum at one launch
     dq0 = torch.empty(B, T, HQ, D, **f32)
     dg = torch.zeros(B, HQ, T, **f32) if out is None else out["dg"]
     dv = torch.empty(B, T, HQ, D, **f32)
@@ -882,8 +877,8 @@ def _backward_slice(saved, do, scale, cfg: KernelConfig, has_g, out=None):
     meta = dict(HQ=HQ, HK=HK, D=D, BT=BT, HAS_G=has_g, CDT=_tl(cfg.compute_dtype),
                 TDT=_tl(cfg.backward_transport_dtype), PREC=cfg.precision)
     common = dict(GATE_CUMSUM=Garg, DO=do, LSE=lse, DELTA=delta, scale=scale, T=T, NB=NB)
-    # dK->, dW and d(T W) (v13), accumulated in place by the segment chain and the intra kernel (zeroing
-    # them in the kernels timed no faster: benchmarks/HISTORY.md, v13)
+    # dK->, dW and d(T W), accumulated in place by the segment chain and the intra kernel (zeroed
+    # here: zeroing them inside the kernels is no faster)
     dka = torch.zeros(B, T, HQ, D, **f32)
     dw = torch.zeros(B, T, HQ, D, **f32)
     dtwq = torch.zeros(B, T, HQ, D, **f32)
@@ -891,8 +886,8 @@ def _backward_slice(saved, do, scale, cfg: KernelConfig, has_g, out=None):
     if NS > 1:
         dseg = torch.zeros(B, HQ, NS, D, D, **f32)
         dks = torch.empty(B, T, HQ, D, **f32)  # gradient of Kseg, written by the key side
-        # the segment products in the transport dtype (v15; Om is stored in it, v20): the inter kernels
-        # use them only rounded to it
+        # the segment products in the transport dtype (Om is stored in it): the inter kernels use
+        # them only rounded to it
         segt = SEG if q.dtype == torch.float32 else SEG.to(q.dtype)
         QR, KR = cfg.query_rows, cfg.key_rows
         _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ), cfg, "inter_q",
@@ -913,8 +908,8 @@ def _backward_slice(saved, do, scale, cfg: KernelConfig, has_g, out=None):
         _run(kern._seg_bwd_kernel, (NS, B * HK, D // DR), cfg.warps.seg_bwd,
              W=wf, UT_TW=TW, K_BLOCK_END=KA, DK_SEG_END=dks, DSEG_PROD=dseg,
              SEG_GRAD_STATE=XS, T=T, NB=NB, NS=NS, SB=SB, HK=HK, D=D, BT=BT, DR=DR, PREC=bprec)
-        del dseg  # read only by _seg_bwd_kernel (v22)
-        # the chain's dK->, d(T W), dW added in place to the per-query-head gradients (v19)
+        del dseg  # read only by _seg_bwd_kernel
+        # the chain's dK->, d(T W), dW added in place to the per-query-head gradients
         _run(kern._seg_grad_kernel, (NB, B * HK), cfg.warps.seg,
              W=wf, UT_TW=TW, DK_SEG_END=dks, SUFFIX_R=RS, SEG_GRAD_STATE=XS,
              DK_BLOCK_END=dka, DUT_TW=dtwq, DW=dw, T=T, NB=NB,
@@ -925,7 +920,7 @@ def _backward_slice(saved, do, scale, cfg: KernelConfig, has_g, out=None):
         dv.zero_()
     # the intra kernel's query states, in the dtype of the products that read them
     scr = torch.empty(B, HQ, NS, SB * BT, D, dtype=q.dtype, device=dev)
-    # W and T W for the intra and diagonal kernels in the backward's transport dtype (v14): each of
+    # W and T W for the intra and diagonal kernels in the backward's transport dtype: each of
     # their products rounds them to it anyway, so the copies change no result and halve those loads
     wt, twt = (wf, TW) if q.dtype == torch.float32 else (wf.to(q.dtype), TW.to(q.dtype))
     _run(kern._bwd_intra_kernel, (NS, B * HQ), cfg.warps.intra,
@@ -933,11 +928,11 @@ def _backward_slice(saved, do, scale, cfg: KernelConfig, has_g, out=None):
          DK_BLOCK_END=dka, DV=dv, DW=dw, DUT_TW=dtwq, DGATE=dg, **common, NS=NS, SB=SB, **meta)
     del scr
     # written once, by the diagonal kernel: allocated only now, when the intra kernel's scratch is
-    # freed (v19)
+    # freed
     dq = torch.empty(B, T, HQ, D, dtype=q.dtype, device=dev) if out is None else out["dq"]
     dk = torch.empty(B, T, HQ, D, **f32)
     dt = torch.empty(B, HQ, NB, BT, BT, **f32)
-    # the diagonal blocks, in parallel (v10; inside the intra kernel's sequential loop before)
+    # the diagonal blocks, one program each, all in parallel
     _run(kern._bwd_diag_kernel, (NB, B * HQ), cfg.warps.diag,
          Q=q, K=k, V=v, W=wt, UT_TW=twt, UT_T=TM, UT_M=MM, DQ_BLOCK_START=dq0,
          DQ=dq, DK=dk, DV=dv, DW=dw, DUT_T=dt, DGATE=dg, **common, **meta, DC=cfg.diag_cols)
@@ -1102,8 +1097,8 @@ def _validate(q, k, v, w, beta, g, scale, check_values):
 def _gate_cumsum(g):
     """``G = cumsum(g)`` over time, ``[B, T, H]`` float32 (a view), summed along the contiguous last dim
     of a ``[B, H, T]`` copy: torch's scan along the strided time dim of ``[B, T, H]`` runs only B * H
-    scans in parallel (v10 profile: 5.6 ms of PaTH-FoX's 15.4 ms forward at D = 128, T = 16384, 8.5 ms
-    with its backward), and the kernels read the gates as ``[B, H, T]`` anyway."""
+    scans in parallel (a large share of PaTH-FoX's time at long T, benchmarks/HISTORY.md), and the
+    kernels read the gates as ``[B, H, T]`` anyway."""
     return torch.cumsum(g.float().transpose(1, 2).contiguous(), dim=-1).transpose(1, 2)
 
 
@@ -1119,7 +1114,7 @@ def _pad_head_dim(q) -> bool:
     """Run head dim 32 as 64 (zero-padded q, k, v, w) on Hopper (compute capability 9.x).
 
     Triton 3.6's Hopper (wgmma) code for ``_bwd_intra_kernel`` at D = 32 (4 warps) faults with an
-    illegal memory access on an H200 (sweep v2; located in v3 with ``PATH_KERNELS_SYNC=1``), while the
+    illegal memory access on an H200 (found by the GPU sweep, located with ``PATH_KERNELS_SYNC=1``), while the
     kernels at D = 64 / 128 run clean and every access of the D = 32 kernels is in bounds under the
     interpreter's bounds checker (``tests/kernel_bounds.py``): a compiler-side fault (cf.
     triton-lang/triton#11366, an IMA on sm_90 for BLOCK_D = 32 with num_warps = 4 and several dots).

@@ -27,7 +27,8 @@ dV), ``_bwd_intra_kernel`` (pairs of blocks inside a segment, transports, dW and
 blocks), ``_bwd_diag_kernel`` (the diagonal blocks, in parallel), ``_seg_bwd_kernel`` +
 ``_seg_grad_kernel`` (chain rule through the segment products) and ``_bwd_block_kernel`` (per-block
 chain rule through T W, K->, M and the UT transform into dk, dw, dbeta). The design is in
-``benchmarks/DESIGN.md``; the ``vN`` tags in comments name sections of ``benchmarks/HISTORY.md``.
+``benchmarks/DESIGN.md``; how the kernels came to this form, with the measurements, is in
+``benchmarks/HISTORY.md``.
 
 Parameters. The launcher (``_path.py``) passes every argument by name, and a name means the same tensor
 in every kernel (per key head ``Hk`` or per query head ``Hq``; token tensors ``[B, T, H, D]``, block
@@ -39,7 +40,7 @@ matrices ``[B, H, NB, BT, BT]``, per-segment matrices ``[B, H, NS, D, D]``, row 
 * per-block factors (Hk): ``UT_T`` (``T = N diag(beta)``), ``UT_N`` (``N = (I + A)^-1``), ``UT_M``
   (``M = T strictLower(W K^T)``), ``UT_TW`` (``T W``, a token tensor), ``K_BLOCK_END`` (``K->``);
 * per-segment products (Hk): ``SUFFIX_R`` (``R_j``, ``[B, Hk, NB, D, D]``), ``SEG_PROD`` (``Seg_k``),
-  ``PAIR_PROD`` (``Om``, ``[B, Hk, NS (NS - 1) / 2, D, D]``, in the input dtype, v20), ``K_SEG_END``
+  ``PAIR_PROD`` (``Om``, ``[B, Hk, NS (NS - 1) / 2, D, D]``, in the input dtype), ``K_SEG_END``
   (``Kseg``);
 * forward results (Hq): ``O``, ``LSE`` (log2-sum-exp, ``[B, Hq, T]``), ``Q_SEG_START`` (``Q0``),
   ``O_PARTIAL`` (float32 partial output of the split forward), ``DELTA`` (``do . o``, ``[B, Hq, T]``);
@@ -50,7 +51,7 @@ matrices ``[B, H, NB, BT, BT]``, per-segment matrices ``[B, H, NS, D, D]``, row 
   (``DK_SEG_END`` and ``DSEG_PROD`` are summed over each group of query heads before the segment chain's
   kernels read them per key head);
   the segment chain's state ``SEG_GRAD_STATE`` (``XS``, like ``SUFFIX_R``; its contributions to
-  ``DK_BLOCK_END``, ``DUT_TW`` and ``DW`` are added in place, v19); the outputs ``OUT_DK``, ``OUT_DW``,
+  ``DK_BLOCK_END``, ``DUT_TW`` and ``DW`` are added in place); the outputs ``OUT_DK``, ``OUT_DW``,
   ``OUT_DBETA`` (Hk);
 * scratch: ``Q_STATE_SCRATCH`` (the intra kernel's query states, ``[B, Hq, NS, SB * BT, D]``);
 * scalars: ``scale``, ``T`` (padded length), ``NB`` (blocks), ``NS`` (segments), ``SB`` (blocks per
@@ -215,7 +216,7 @@ def _fwd_kernel(Q, K, V, W, UT_TW, K_BLOCK_END, K_SEG_END, UT_M, PAIR_PROD, GATE
     gref = 0.0
     if HAS_G:
         # the query's gate is a constant of each softmax row: it leaves the loops and is added to the
-        # log-sum-exp at the end (v9); keys enter as (g_k - gref) log2(e), gref one reference per
+        # log-sum-exp at the end; keys enter as (g_k - gref) log2(e), gref one reference per
         # program, so that the difference is taken before anything large is rounded
         gq = tl.load(GATE_CUMSUM + gbase + c0 + rt)
         gref = tl.max(gq, 0)
@@ -339,8 +340,8 @@ def _bwd_inter_q_kernel(Q_SEG_START, K_SEG_END, V, GATE_CUMSUM, DO, LSE, DELTA, 
             om = tl.load(_sq(PAIR_PROD, obase, (ks * (ks - 1)) // 2 + k, D))
             qe = tl.dot(q0.to(TDT), om.to(TDT), input_precision=PREC).to(CDT)
             # x: the gradient of the query state met by segment k - 1; first its share of dSeg_k and
-            # its transport across segment k (v13: before the attention loop, which then accumulates
-            # into x itself: one float32 [QR, D] tile through the loop instead of two)
+            # its transport across segment k, before the attention loop, which then accumulates
+            # into x itself: one float32 [QR, D] tile through the loop instead of two
             if k > 0:
                 if DC == D:
                     dseg = tl.dot(tl.trans(qe).to(TDT), x.to(TDT), input_precision=PREC)
@@ -387,7 +388,7 @@ def _bwd_inter_kv_kernel(Q_SEG_START, K_SEG_END, V, GATE_CUMSUM, DO, LSE, DELTA,
     ``dKseg += (sum_c dS^T Q0_c) Om(kc, kb)``. Logits are formed key-major (``S^T = Ke Q0^T``), so that
     ``P^T`` and ``dS^T`` feed ``dV += P^T dO`` and ``dKe += dS^T Q0`` without a transpose. With one block
     of keys (``KR == BT``) dKseg is a register tile; with more it is accumulated in ``DK_SEG_END``
-    (stored at the first later segment, v13) in ``KR x DC`` column chunks, so that only ``dV`` and
+    (stored at the first later segment, added to after) in ``KR x DC`` column chunks, so that only ``dV`` and
     ``dKe`` are float32 tiles through the loop."""
     i_kb = tl.program_id(0)
     i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
@@ -441,7 +442,7 @@ def _bwd_inter_kv_kernel(Q_SEG_START, K_SEG_END, V, GATE_CUMSUM, DO, LSE, DELTA,
                 omc = tl.load(PAIR_PROD + obase + oidx * (D * D) + rd[:, None] * D + d0 + rc[None, :])
                 pc = _chunk(DK_SEG_END, qbase, t0, d0, HQ, D, DC, KR)
                 dks_c = scale * tl.dot(dket, omc.to(TDT), input_precision=PREC)
-                if kc == kb + 1:  # first later segment: stored, added to afterwards (v13: no zeroing)
+                if kc == kb + 1:  # first later segment: stored (no zeroing), added to afterwards
                     tl.store(pc, dks_c)
                 else:
                     tl.store(pc, tl.load(pc) + dks_c)
@@ -464,11 +465,11 @@ def _bwd_intra_kernel(Q, V, W, UT_TW, K_BLOCK_END, GATE_CUMSUM, DO, LSE, DELTA, 
     """One segment, one query head: the own-segment pairs and the transports inside the segment,
     sequentially over its query blocks (so the per-block accumulators need no atomics). Query states of
     the current block are kept in a per-program scratch (``SB`` tiles, in the dtype of the products
-    that read them). The diagonal blocks are left to ``_bwd_diag_kernel`` (v10), which reads the
+    that read them). The diagonal blocks are left to ``_bwd_diag_kernel``, which reads the
     gradient carried to ``Q<-`` in ``DQ_SEG_START`` (which held the gradient at ``Q0`` before).
 
     A crossing of block m is ``Q' = Q - (Q W^T) (T W)``: its gradients are taken with respect to ``W``
-    and to the stored ``T W`` (v13, as fla's intra-chunk kernel), ``d(T W) = -(Q W^T)^T x`` into
+    and to the stored ``T W`` (as fla's intra-chunk kernel), ``d(T W) = -(Q W^T)^T x`` into
     ``DUT_TW``, which ``_bwd_block_kernel`` turns into ``dT`` and ``dW`` once per block, instead of
     ``dT`` and the ``T``-side terms of ``dW`` per pair (five products per pair instead of nine)."""
     i_s = tl.program_id(0)
@@ -541,7 +542,7 @@ def _bwd_intra_kernel(Q, V, W, UT_TW, K_BLOCK_END, GATE_CUMSUM, DO, LSE, DELTA, 
             x = x - tl.dot(xtw.to(TDT), wb, input_precision=PREC) \
                 + scale * tl.dot(ds.to(CDT), ka.to(CDT), input_precision=PREC)
 
-        # the diagonal block is left to _bwd_diag_kernel (v10: in parallel over blocks): hand it the
+        # the diagonal block is left to _bwd_diag_kernel (in parallel over blocks): hand it the
         # gradient carried to Q<-_c and this block's gate row sums so far
         tl.store(_tile(DQ_SEG_START, qbase, c0, HQ, D, BT), x)
         if HAS_G:
@@ -561,8 +562,8 @@ def _bwd_diag_kernel(Q, K, V, W, UT_TW, UT_T, UT_M, GATE_CUMSUM, DO, LSE, DELTA,
     (``DQ_BLOCK_START``); writes ``dq`` and ``dk`` and ``dT`` of the block and adds to its ``dv``, ``dw``
     and gate gradient.
 
-    The head dim is walked in ``DC``-column chunks, three times (v10: whole ``[BT, D]`` tiles spilled
-    2.5 KB per thread at D = 128): the products over D that the softmax needs, then those the block
+    The head dim is walked in ``DC``-column chunks, three times (whole ``[BT, D]`` tiles would spill
+    registers at D = 128): the products over D that the softmax needs, then those the block
     factors' gradients need, then the ``[BT, D]`` outputs; only ``[BT, BT]`` matrices stay live."""
     c = tl.program_id(0)
     i_b, i_hq, i_hk, qbase, kbase, gbase = _query_head(tl.program_id(1), T, HQ, HK, D)
@@ -621,7 +622,7 @@ def _bwd_diag_kernel(Q, K, V, W, UT_TW, UT_T, UT_M, GATE_CUMSUM, DO, LSE, DELTA,
     # dT = dTW W^T + dM C^T with dTW = -tril(Q W^T)^T x
     dtc = -tl.dot(tl.trans(bm).to(TDT), xw.to(TDT), input_precision=PREC) \
         + tl.dot(dmc.to(TDT), tl.trans(cm).to(TDT), input_precision=PREC)
-    tl.store(_sq(DUT_T, dtbase, c, BT), dtc)  # the only writer of dT (v13: the intra kernel writes d(T W))
+    tl.store(_sq(DUT_T, dtbase, c, BT), dtc)  # the only writer of dT (the intra kernel writes d(T W))
     tc = tl.load(_sq(UT_T, mbase, c, BT))
     dcm = tl.where(strict, tl.dot(tl.trans(tc).to(TDT), dmc.to(TDT), input_precision=PREC), 0.0)
     # pass 3: the [BT, D] outputs, chunk by chunk
@@ -660,8 +661,8 @@ def _inv16_diag(A, abase, NC: tl.constexpr, BT: tl.constexpr):
     ``[BT, BT]`` float32 matrix stored row-major at ``A + abase``: exact float32 forward substitution (no
     tensor cores). Step r forms row r of each block's inverse, ``n_r = e_r - A[r, :] N``, from the rows
     already done (as fla's ``solve_tril``). The ``NC`` substitutions are independent and advance in the
-    same loop, so one warp interleaves them (v21); the blocks are loaded once, transposed, and step r
-    takes row r out of the registers (v21c: a load per step left each step waiting on memory)."""
+    same loop, so one warp interleaves them; the blocks are loaded once, transposed, and step r
+    takes row r out of the registers, so that no step waits on a load from memory."""
     rs = tl.arange(0, 16)
     eye = tl.where(rs[:, None] == rs[None, :], 1.0, 0.0)
     blk_t = (rs[None, :] * BT + rs[:, None])                      # element [k, r] points at A[r, k]
@@ -717,7 +718,7 @@ def _ut_a_kernel(W, BETA, UT_T, T, NB,
                  HK: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SOLVE_PREC: tl.constexpr):
     """Per block, ``A = strictLower(diag(beta) W W^T)`` (``[BT, BT]``, float32, ``SOLVE_PREC``) into the
     block's ``UT_T`` slot, where ``_ut_kernel`` reads it and writes ``T`` over it. One ``BT x BT x D``
-    product per block on a whole tile, apart from the solve, which runs best at one warp (v21b, as fla's
+    product per block on a whole tile, apart from the solve, which runs best at one warp (as fla's
     ``chunk_scaled_dot_kkt`` before its ``solve_tril``)."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -745,8 +746,8 @@ def _ut_kernel(BETA, UT_T, UT_N, T, NB,
     (``_inv16_diag``), then merged block by block with 16 x 16 products,
     ``N_ij = -N_ii (sum_{j <= k < i} A_ik N_kj)``; ``N`` and ``T`` are written block by block (BT in
     {16, 32, 64}). ``N`` is read only by the backward: a call that records no gradient leaves it out
-    (``STORE_N``, v19). v21: every step works on 16 x 16 blocks, so that one warp per program runs the
-    solve without shared-memory reductions (v20 at four warps: 255 registers, two programs per SM). ``T``
+    (``STORE_N``). Every step works on 16 x 16 blocks, so that one warp per program runs the
+    solve without shared-memory reductions. ``T``
     overwrites ``A`` in place: every block of ``A`` is read before the barrier that precedes the writes."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -830,12 +831,12 @@ def _bwd_block_kernel(K, W, BETA, UT_TW, UT_T, UT_M, UT_N,
                       DC: tl.constexpr, PREC: tl.constexpr):
     """Per block, float32: chain rule through T W, K-> = K - M^T W, M = T strictLower(W K^T) and the
     UT transform, summing the query heads of the group. DK_BLOCK_END, DK, DW, DUT_T, DUT_TW (the intra
-    kernel's d(T W), v13) are per query head (attention kernels; the segment chain's contributions to
-    dK->, d(T W) and dW already added by ``_seg_grad_kernel``, v19).
+    kernel's d(T W)) are per query head (attention kernels; the segment chain's contributions to
+    dK->, d(T W) and dW already added by ``_seg_grad_kernel``).
 
     Two passes over the head dim in chunks of ``DC`` columns, so that only ``BT x BT`` tiles and
-    ``BT x DC`` chunks are live (v6; v5 held seven ``BT x D`` float32 tiles: a 4.4 KB stack at
-    D = 128): pass 1 accumulates the contractions over D (``dTW W^T``, ``W dK->^T``, ``W K^T``),
+    ``BT x DC`` chunks are live (seven whole ``BT x D`` float32 tiles would spill at D = 128):
+    pass 1 accumulates the contractions over D (``dTW W^T``, ``W dK->^T``, ``W K^T``),
     then the ``BT x BT`` algebra of the UT transform; pass 2 writes dk, dw chunk by chunk (every term
     is a ``BT x BT`` matrix times a ``BT x DC`` chunk) and dbeta."""
     i_c = tl.program_id(0)
@@ -918,7 +919,7 @@ def _seg_fwd_kernel(W, UT_TW, K_BLOCK_END, K_SEG_END, SUFFIX_R, SEG_PROD, T, NB,
     ``R <- R - (R W_j^T)(T W)_j`` from the segment's last block to its first; stores every ``R_j``
     (``SUFFIX_R``, for the backward), the keys moved to the segment's end ``Kseg_j = K->_j R_j^T`` and the
     segment product ``Seg = R_0 P_0``. Float32 ``D x D`` state. The ``R_j`` are read only by the backward:
-    a call that records no gradient leaves them out (``STORE_R``, v19)."""
+    a call that records no gradient leaves them out (``STORE_R``)."""
     i_s = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -952,7 +953,7 @@ def _seg_bwd_kernel(W, UT_TW, K_BLOCK_END, DK_SEG_END, DSEG_PROD, SEG_GRAD_STATE
     ``r0 : r0 + DR`` of the carried gradient; grid axis 2 runs over the ``D / DR`` row blocks), first
     block to last: ``X`` is the gradient of ``R_{j-1}`` (``X = dSeg`` at the start); before block j it
     is stored as ``XS_j`` (``SEG_GRAD_STATE``), then ``X <- X - (X (T W)_j^T) W_j + dKseg_j^T K->_j``,
-    which acts on each row of ``X`` alone (v6: at D = 128 a whole ``D x D`` state spilled 3.5 KB). The per-block
+    which acts on each row of ``X`` alone (a whole ``D x D`` state would spill at D = 128). The per-block
     gradients that need ``X`` are computed in parallel afterwards by ``_seg_grad_kernel``."""
     i_s = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -988,7 +989,7 @@ def _seg_grad_kernel(W, UT_TW, DK_SEG_END, SUFFIX_R, SEG_GRAD_STATE, DK_BLOCK_EN
     ``dK->_j += dKseg_j R_j``, ``d(T W)_j -= W_j dP``, ``dW_j -= (T W)_j dP^T``; over column chunks
     ``DC`` of ``dP`` so that only ``R_j`` is a whole ``D x D`` tile. The three are added in place to the
     attention kernels' per-query-head gradients, at the group's first query head (``_bwd_block_kernel``
-    sums the group; v19: until v18 they were three more float32 token tensors per key head)."""
+    sums the group), so that the chain needs no float32 token tensors of its own."""
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HK
@@ -1031,7 +1032,7 @@ def _pair_kernel(SEG_PROD, PAIR_PROD, NS, HK: tl.constexpr, D: tl.constexpr, PRE
     first = (i_kc * (i_kc - 1)) // 2
     for j in range(0, i_kc):
         k = i_kc - 1 - j
-        # stored in the input dtype (v20): every reader rounds Om to it before its product
+        # stored in the input dtype: every reader rounds Om to it before its product
         tl.store(_sq(PAIR_PROD, obase, first + k, D), m.to(PAIR_PROD.dtype.element_ty))
         if k > 0:
             m = tl.dot(m, tl.load(_sq(SEG_PROD, sbase, k, D)), input_precision=PREC)
