@@ -6,7 +6,7 @@ Each notebook is executed top to bottom in a fresh kernel whose interpreter cann
 it. A first cell, added to the executed copy, checks that the block is in place inside the kernel.
 
 Only the cheap chapters are executed here (the introduction, Part I, chapter 11, the API page: about
-a minute of CPU together); chapters 5, 6, 12 and 12b train models for minutes and are executed the
+two minutes together on a busy two-core machine); chapters 5, 6, 12 and 12b train models for minutes and are executed the
 same way under ``-m slow``. The intro lists which chapters run without Triton; this file is where
 that list is checked.
 """
