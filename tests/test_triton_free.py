@@ -5,9 +5,9 @@ Each notebook is executed top to bottom in a fresh kernel whose interpreter cann
 ``import triton`` (direct, or inside ``path_lib.kernels``) raises ImportError, as on a machine without
 it. A first cell, added to the executed copy, checks that the block is in place inside the kernel.
 
-Only the cheap chapters are executed here (the introduction, Part I, chapters 11 and 13, the API page:
-about two minutes together on a busy two-core machine); chapters 5, 6, 12 and 12b train models for minutes and are executed the
-same way under ``-m slow``. The intro lists which chapters run without Triton; this file is where
+Only the cheap chapters are executed here (the introduction, Part I, chapters 11 and 13, the API
+page: about two minutes together on a busy two-core machine); chapters 5, 6, 12 and 12b train models
+for minutes and are executed the same way under ``-m slow``. The intro lists which chapters run without Triton; this file is where
 that list is checked.
 """
 from __future__ import annotations
