@@ -7,8 +7,8 @@ it. A first cell, added to the executed copy, checks that the block is in place 
 
 Only the cheap chapters are executed here (the introduction, Part I, chapters 11 and 13, the API
 page: about two minutes together on a busy two-core machine); chapters 5, 6, 12 and 12b train models
-for minutes and are executed the same way under ``-m slow``. The intro lists which chapters run without Triton; this file is where
-that list is checked.
+for minutes and are executed the same way under ``-m slow``. The intro lists which chapters run
+without Triton; this file is where that list is checked.
 """
 from __future__ import annotations
 
