@@ -6,7 +6,10 @@ MathJax typeset all math without TeX errors, that no Markdown is left unrendered
 text (a table's `|---|` rule, `$...$` TeX, `--` turned into a dash), that no cell output shows an
 error, that the Colab link points at a notebook that exists in the repository, that static widgets
 respond to their sliders, and that no JavaScript error or failed local request happened. The speed
-page must show its Markdown tables as real tables.
+page must show its Markdown tables as real tables. At the width a reader's laptop gives (a 1280 px
+window, where the content column is about 684 px, some 80 characters of code), nothing may be clipped
+or need a sideways scroll: no code block, cell output or table is wider than its box, nor is any of
+their containers (`overflow_problems`, which names the page's section and the element).
 
 The text checks are plain functions (`raw_markdown_problems`) with unit tests that need no browser,
 fed text of the old, broken rendering.
@@ -33,6 +36,8 @@ CHROMIUM = os.environ.get("PATH_BOOK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 LOCAL_HOSTS = {"127.0.0.1"}
+#: The reader's window: a 1280 px wide laptop screen (the content column is then about 684 px).
+VIEWPORT = {"width": 1280, "height": 900}
 
 browser_test = pytest.mark.browser
 
@@ -122,6 +127,82 @@ def test_raw_markdown_is_detected(text):
 def test_rendered_text_passes(text):
     assert raw_markdown_problems(text) == []
 
+# --- Nothing wider than its box at a 1280 px window ----------------------------------------------
+#: Every shown code block, cell output and table of the article, and each of their containers up to
+#: the article, whose content is wider than its box (scrollWidth > clientWidth + 1, the 1 px for rounding):
+#: a reader sees it clipped or has to scroll sideways. Each element is reported once (the innermost
+#: first), with where it sits (the nearest section's id and heading), its tag and classes, how wide its
+#: content is against its box, and the start of its text.
+OVERFLOW_JS = """() => {
+    const article = document.querySelector("main article") || document.querySelector("article")
+                    || document.body;
+    const seen = new Set(), out = [];
+    const describe = (el) => {
+        const cls = (typeof el.className === "string" && el.className.trim())
+                    ? "." + el.className.trim().split(/\\s+/).join(".") : "";
+        return el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + cls;
+    };
+    for (const el of article.querySelectorAll("pre, div.cell_output, table")) {
+        for (let box = el; box && box !== article.parentElement; box = box.parentElement) {
+            if (seen.has(box)) continue;
+            seen.add(box);
+            // not shown: display none, or inside a closed <details> (a hidden cell input)
+            if (box.clientWidth === 0 || (box.checkVisibility && !box.checkVisibility())) continue;
+            if (box.scrollWidth > box.clientWidth + 1) {
+                const section = box.closest("section");
+                const heading = section && section.querySelector("h1, h2, h3, h4, h5, h6");
+                out.push({element: describe(box),
+                          section: section ? section.id : "",
+                          heading: heading ? heading.textContent.replace("#", "").trim() : "",
+                          scroll: box.scrollWidth, client: box.clientWidth,
+                          text: (box.innerText || "").trim().split("\\n")[0].slice(0, 80)});
+            }
+        }
+    }
+    return out;
+}"""
+
+
+def overflow_problems(page) -> list[str]:
+    """One line per element of the open page whose content is wider than its box (see OVERFLOW_JS)."""
+    return [f"wider than its box ({o['scroll']} px of content in {o['client']} px): {o['element']} "
+            f"in section #{o['section']} ({o['heading'][:60]!r}), text {o['text']!r}"
+            for o in page.evaluate(OVERFLOW_JS)]
+
+
+#: A page with one too-wide element of each kind (code block, cell output, table in its scrolling
+#: container) and the same elements at a width that fits: the check must flag the first three only.
+OVERFLOW_PAGE = """<!doctype html><html><body><main><article style="width: 684px">
+<section id="wide"><h2>Wide</h2>
+<div class="cell"><div class="cell_input"><pre id="wide-code">{long_code}</pre></div>
+<div class="cell_output"><pre id="wide-output" style="overflow: visible">{long_code}</pre></div></div>
+<div class="pst-scrollable-table-container" style="overflow: auto">
+<table id="wide-table"><tr>{wide_row}</tr></table></div>
+</section>
+<section id="narrow"><h2>Narrow</h2>
+<div class="cell"><div class="cell_input"><pre id="short-code">{short_code}</pre></div>
+<div class="cell_output"><pre id="short-output">{short_code}</pre></div></div>
+<div class="pst-scrollable-table-container" style="overflow: auto">
+<table id="narrow-table"><tr>{narrow_row}</tr></table></div>
+<details><summary>hidden</summary><pre id="hidden-code">{long_code}</pre></details>
+</section></article></main></body></html>""".format(
+    long_code="x = " + " + ".join(f"term_{i}" for i in range(40)),
+    short_code="x = term_0 + term_1",
+    wide_row="".join(f"<td>column_number_{i}</td>" for i in range(12)),
+    narrow_row="".join(f"<td>c{i}</td>" for i in range(3)))
+
+
+@browser_test
+def test_overflow_check_finds_wide_elements(page):
+    page.set_content(OVERFLOW_PAGE)
+    found = overflow_problems(page)
+    text = "\n".join(found)
+    for name in ("pre#wide-code", "div.cell_output", "div.pst-scrollable-table-container"):
+        assert any(line.split(": ", 1)[1].startswith(name) and "#wide" in line for line in found), \
+            f"{name} in section #wide not flagged:\n{text}"
+    assert not any("#narrow" in line for line in found), f"a fitting element was flagged:\n{text}"
+    assert "term_0" in text and "'Wide'" in text, text
+
 
 def toc_pages() -> list[str]:
     """Document names (no suffix) in _toc.yml order."""
@@ -173,7 +254,7 @@ def browser():
 @pytest.fixture()
 def page(browser):
     """A fresh page whose non-local requests are aborted and recorded in page.problems."""
-    context = browser.new_context()
+    context = browser.new_context(viewport=VIEWPORT)
     pg = context.new_page()
     problems: list[str] = []
 
@@ -285,6 +366,9 @@ def test_page(site, page, docname):
                                 "did not change the image")
             if label_before == label_after:
                 failures.append(f"widget {w}: slider {slider.get_attribute('data-param')} label did not change")
+
+    # --- nothing clipped at a 1280 px window -----------------------------------------------------
+    failures += overflow_problems(page)
 
     failures += page.problems
     assert not failures, f"{docname}:\n  " + "\n  ".join(failures)

@@ -139,6 +139,42 @@ def test_code_cells_are_short(path):
                             "book-only helpers into path_lib):\n  " + "\n  ".join(long_cells))
 
 
+#: The widest code line a chapter may have. At a 1280 px window the content column is about 684 px;
+#: a code box pads 16 px on each side, and 14 px monospace (DejaVu Sans Mono, Menlo) is 8.43 px a
+#: character, so 77 characters fit and 80 already scroll (tests/test_book_browser.py measures it).
+MAX_CODE_LINE_CHARS = 77
+
+#: Chapters whose widths are being fitted on other branches (remove each once merged).
+WIDTHS_ON_OTHER_BRANCHES = {"book/part3/07_kernel.ipynb", "book/part3/08_decoding.ipynb",
+                            "book/part3/09_precision.ipynb", "book/part3/10_speed.ipynb",
+                            "book/part3/10b_scale_out.ipynb", "book/part4/13_claims.ipynb"}
+
+
+def wide_code_lines(nb: dict, limit: int = MAX_CODE_LINE_CHARS) -> list[str]:
+    """Code lines longer than ``limit`` in a notebook, skipping the first code cell (the hidden Colab
+    install, book/_templates/first_cell.py verbatim)."""
+    code = [(i, c) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"]
+    return [f"cell {i} (id {c.get('id')}), line {n + 1}: {len(line)} characters: {line.strip()[:60]!r}"
+            for i, c in code[1:] for n, line in enumerate(source(c).splitlines()) if len(line) > limit]
+
+
+def test_wide_code_lines_are_found():
+    cell = lambda text: {"cell_type": "code", "source": text}
+    nb = {"cells": [cell("x" * 90), cell("ok = 1\n" + "y" * 78), cell("z" * 77)]}
+    found = wide_code_lines(nb)
+    assert len(found) == 1 and "cell 1" in found[0] and "line 2: 78 characters" in found[0]
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
+    reason="fitted on another branch", strict=False))
+    if str(p.relative_to(ROOT)) in WIDTHS_ON_OTHER_BRANCHES else p for p in TOC_NOTEBOOKS],
+    ids=[str(p.relative_to(ROOT)) for p in TOC_NOTEBOOKS])
+def test_code_lines_fit_the_page(path):
+    wide = wide_code_lines(json.loads(path.read_text()))
+    assert not wide, (f"code lines wider than {MAX_CODE_LINE_CHARS} characters (they scroll sideways at "
+                      "a 1280 px window):\n  " + "\n  ".join(wide))
+
+
 def internal_document_mentions(text: str) -> list[str]:
     """Every mention of an internal document in ``text``, with a little context."""
     found = []
