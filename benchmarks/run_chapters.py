@@ -107,7 +107,8 @@ def run_page(path: Path, timeout: float, *, python: str = sys.executable, env: d
              cwd: Path | None = None) -> dict:
     """Run one page's code cells in a fresh process. Returns ``dict(ok, seconds, cells, failed_cell,
     log_tail)``: ``cells`` ``[[index, seconds], ...]`` for the cells that ran, ``failed_cell`` None or
-    ``dict(index, source)`` (a page that ran out of time fails at the cell that was running)."""
+    ``dict(index, source)`` (a page that ran out of time fails at the cell that was running);
+    ``log_tail`` the end of its output when it failed."""
     cells = code_cells(path)
     with tempfile.TemporaryDirectory(prefix="page_cells_") as tmp:
         log_file = Path(tmp) / "cells.jsonl"
@@ -129,7 +130,7 @@ def run_page(path: Path, timeout: float, *, python: str = sys.executable, env: d
         if bad is not None:
             failed = dict(index=bad, source=dict(cells)[bad][:2000])
     return dict(ok=ok, seconds=seconds, cells=[[d["cell"], d["seconds"]] for d in done],
-                failed_cell=failed, log_tail=log[-4000:])
+                failed_cell=failed, log_tail="" if ok else log[-4000:])
 
 
 # --- without a checkout: wheel, clean environment, records over localhost --------------------------
