@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .hardware import hardware
+from .hardware import compute_dtype, hardware
 from .provenance import write_result
 
 __all__ = [
@@ -158,7 +158,7 @@ def masked_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def _autocast(device: torch.device, enabled: bool):
     if enabled and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+        return torch.autocast("cuda", dtype=compute_dtype(device))   # bfloat16, float16 before Ampere
     return torch.autocast(device.type, enabled=False)
 
 
