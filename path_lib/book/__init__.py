@@ -6,4 +6,5 @@
     viz              attention heat maps and small plotting helpers.
     speed            the speed chapter's tables and figures from the benchmark records.
     kernel_diagrams  the kernel chapter's tile and segment diagrams.
+    chapter_times    how long each page runs (CPU, GPU measured or estimated): notes and the table.
 """
