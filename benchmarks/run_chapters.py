@@ -256,6 +256,17 @@ def _mark_without_checkout(path: Path, wheel: str) -> None:
     path.write_text(json.dumps(record, indent=2) + "\n")
 
 
+def _in_checkout(page: str) -> Path:
+    """A page given on the command line: absolute, or relative to the checkout (else to the current folder)."""
+    p = Path(page)
+    if not p.is_absolute():
+        p = ROOT / p if (ROOT / p).exists() else Path.cwd() / p
+    p = p.resolve()
+    if not p.is_relative_to(ROOT) or p.suffix != ".ipynb" or not p.is_file():
+        raise ValueError(f"page must be a notebook of this checkout ({ROOT}), got {page!r}")
+    return p
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pages", nargs="*", help="notebooks (default with --installed: every page of _toc.yml)")
@@ -269,7 +280,7 @@ def main(argv=None) -> int:
     command = "PYTHONPATH=. python " + " ".join(["benchmarks/run_chapters.py"] + list(argv if argv is not None else sys.argv[1:]))
     if args.installed:
         presets = [canonical_preset(p) for p in (args.preset or ["tiny"])]
-        pages = [str(Path(p).resolve().relative_to(ROOT)) for p in args.pages] or toc_pages(ROOT)
+        pages = [str(_in_checkout(p).relative_to(ROOT)) for p in args.pages] or toc_pages(ROOT)
         paths = run_installed(pages, presets, out_dir=Path(args.out_dir), timeout=args.timeout or 3600,
                               isolation=args.build_isolation, command=command)
         rows = [r for p in paths for r in json.loads(Path(p).read_text())["pages"]]
