@@ -225,6 +225,7 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
     written = []
     with tempfile.TemporaryDirectory(prefix="book_reader_") as tmp, serve_records(ROOT) as base:
         tmp = Path(tmp)
+        commit = _commit(ROOT)          # what the wheel is built from (the tree may change while pages run)
         wheel = build_wheel(ROOT, tmp / "wheel", isolation=isolation)
         python = make_env(wheel, tmp / "venv")
         for preset in presets:
@@ -242,10 +243,33 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
             data = dict(preset=preset, checkout=False, wheel=wheel.name, path_lib_from=origin,
                         records_base="the repository served on 127.0.0.1 (PATH_BOOK_RECORDS_BASE)",
                         timeout_s=timeout, pages=rows)
-            path = write_result(out_dir / f"chapter_times_{preset}.json", data, command=command)
+            with _env(PATH_BOOK_COMMIT=commit):
+                path = write_result(out_dir / f"chapter_times_{preset}.json", data, command=command)
             _mark_without_checkout(path, wheel.name)
             written.append(path)
     return written
+
+
+def _commit(root: Path) -> str:
+    """The checkout's commit, ``+dirty`` with uncommitted changes to tracked files (as the provenance writes it)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                           capture_output=True, text=True).stdout.strip()
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
+@contextlib.contextmanager
+def _env(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _mark_without_checkout(path: Path, wheel: str) -> None:
