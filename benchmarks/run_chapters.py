@@ -252,10 +252,16 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
 
 def _commit(root: Path) -> str:
     """The checkout's commit, ``+dirty`` with uncommitted changes to tracked files (as the provenance writes it)."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                           capture_output=True, text=True).stdout.strip()
-    return (head or "unknown") + ("+dirty" if dirty else "")
+    given = os.environ.get("PATH_BOOK_COMMIT")          # a copy without git (the device machine) passes it
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        head, dirty = "", ""
+    if not head:
+        return given or "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 @contextlib.contextmanager
