@@ -118,7 +118,10 @@ def test_estimate_seconds_formula():
     # a bandwidth-bound workload: the T4 about 15 times slower than an H200
     ratio = hw.estimate_seconds(0, 1e12) / hw.estimate_seconds(0, 1e12, gpu="h200")
     assert ratio == pytest.approx(h200.bandwidth_gbs / t4.bandwidth_gbs)
-    assert hw.estimate_seconds(1e12, 0, half=True) < hw.estimate_seconds(1e12, 0)
+    assert hw.estimate_seconds(1e12, 0, precision="half") < hw.estimate_seconds(1e12, 0) < hw.estimate_seconds(
+        1e12, 0, precision="fp64")
+    with pytest.raises(ValueError, match="precision must be"):
+        hw.estimate_seconds(1, 1, precision="fp8")
     with pytest.raises(ValueError, match="gpu must be one of"):
         hw.estimate_seconds(1, 1, gpu="a100")
     with pytest.raises(ValueError, match="nbytes"):

@@ -197,19 +197,20 @@ def hardware() -> str:
 @dataclasses.dataclass(frozen=True)
 class GPURates:
     """A GPU's peak rates from its data sheet (dense, no sparsity): matrix products in TFLOP/s in
-    float16 / bfloat16 on tensor cores (``half_tflops``) and in float32 (``fp32_tflops``, no TF32), and
-    memory bandwidth in GB/s."""
+    float16 / bfloat16 on tensor cores (``half_tflops``), in float32 (``fp32_tflops``, no TF32) and in
+    float64 (``fp64_tflops``), and memory bandwidth in GB/s."""
 
     name: str
     half_tflops: float
     fp32_tflops: float
+    fp64_tflops: float
     bandwidth_gbs: float
 
 
 #: Data-sheet peaks of the GPUs the presets are sized for.
 GPUS = {
-    "t4": GPURates("NVIDIA T4", half_tflops=65.0, fp32_tflops=8.1, bandwidth_gbs=320.0),
-    "h200": GPURates("NVIDIA H200", half_tflops=989.0, fp32_tflops=67.0, bandwidth_gbs=4800.0),
+    "t4": GPURates("NVIDIA T4", half_tflops=65.0, fp32_tflops=8.1, fp64_tflops=0.25, bandwidth_gbs=320.0),
+    "h200": GPURates("NVIDIA H200", half_tflops=989.0, fp32_tflops=67.0, fp64_tflops=34.0, bandwidth_gbs=4800.0),
 }
 #: Fraction of the peak rates that the book's small kernels attain (a deliberate, pessimistic pad).
 ATTAINED = 0.3
@@ -218,18 +219,21 @@ LAUNCH_S = 20e-6
 
 
 def estimate_seconds(flops: float, nbytes: float, launches: float = 0, *, gpu: str = "t4",
-                     half: bool = False) -> float:
+                     precision: str = "fp32") -> float:
     """Estimated seconds of a workload on ``gpu`` (a key of :data:`GPUS`)::
 
         flops / (peak_flops * ATTAINED) + nbytes / (bandwidth * ATTAINED) + launches * LAUNCH_S
 
     ``flops``: counted matrix-product operations; ``nbytes``: bytes read and written in global memory;
-    ``half``: float16 / bfloat16 tensor-core products (else float32). An estimate (compiles not included)."""
+    ``precision``: ``"half"`` (float16 / bfloat16 on tensor cores), ``"fp32"`` or ``"fp64"``: which peak
+    rate the products run at. An estimate (compiles not included)."""
     if gpu not in GPUS:
         raise ValueError(f"gpu must be one of {sorted(GPUS)}, got {gpu!r}")
+    if precision not in ("half", "fp32", "fp64"):
+        raise ValueError(f"precision must be 'half', 'fp32' or 'fp64', got {precision!r}")
     for name, x in (("flops", flops), ("nbytes", nbytes), ("launches", launches)):
         if not isinstance(x, (int, float)) or isinstance(x, bool) or not x >= 0:
             raise ValueError(f"{name} must be a number >= 0, got {x!r}")
     r = GPUS[gpu]
-    peak = (r.half_tflops if half else r.fp32_tflops) * 1e12
+    peak = dict(half=r.half_tflops, fp32=r.fp32_tflops, fp64=r.fp64_tflops)[precision] * 1e12
     return flops / (peak * ATTAINED) + nbytes / (r.bandwidth_gbs * 1e9 * ATTAINED) + launches * LAUNCH_S
