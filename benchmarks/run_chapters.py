@@ -135,18 +135,28 @@ def run_page(path: Path, timeout: float, *, python: str = sys.executable, env: d
 
 # --- without a checkout: wheel, clean environment, records over localhost --------------------------
 
+#: left out of the copy that the wheel is built from when git cannot list the files
+_NOT_SOURCES = (".git", ".venv", "_build", "__pycache__", "*.egg-info", "build", "dist", ".whl", ".gl", ".variants",
+                "node_modules", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints", "runs")
+
+
 def build_wheel(root: Path, dest: Path, *, isolation: bool = False) -> Path:
     """``pip wheel --no-deps`` of a copy of ``root``'s files (git's tracked and unignored ones, so that
-    the build leaves nothing in the checkout). Returns the wheel's path."""
+    the build leaves nothing in the checkout; without git, the tree less :data:`_NOT_SOURCES`).
+    Returns the wheel's path."""
     src = dest / "src"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
-                            capture_output=True, text=True)
-    if listed.returncode != 0:
-        raise RuntimeError(f"git ls-files failed in {root}: {listed.stderr.strip()}")
-    for rel in filter(None, listed.stdout.split("\0")):
-        if (root / rel).is_file():
-            (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / rel, src / rel)
+    try:
+        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
+                                capture_output=True, text=True)
+    except OSError:                     # no git (a copy of the tree, as on the device machine)
+        listed = None
+    if listed is None or listed.returncode != 0:
+        shutil.copytree(root, src, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
+    else:
+        for rel in filter(None, listed.stdout.split("\0")):
+            if (root / rel).is_file():
+                (src / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(root / rel, src / rel)
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dest), str(src)]
     if not isolation:                  # offline: the running interpreter's setuptools builds it
         cmd.insert(4, "--no-build-isolation")

@@ -19,6 +19,7 @@ MIG = DeviceInfo("cuda", "NVIDIA H100 MIG 1g.10gb", (9, 0), 10.7, 16)
 @pytest.fixture(autouse=True)
 def no_forced_preset(monkeypatch):
     monkeypatch.delenv("PATH_BOOK_PRESET", raising=False)
+    monkeypatch.delenv("PATH_BOOK_DTYPE", raising=False)
 
 
 @pytest.mark.parametrize("info, cls", [(CPU, "cpu"), (T4, "t4"), (V100_32, "t4"), (L4, "t4"), (MIG, "t4"),
@@ -31,6 +32,16 @@ def test_hardware_class(info, cls):
                                          (L4, torch.bfloat16), (A100, torch.bfloat16), (H200, torch.bfloat16)])
 def test_compute_dtype_by_capability(info, dtype):
     assert hw.compute_dtype(info) is dtype
+
+
+def test_forced_dtype(monkeypatch):
+    monkeypatch.setenv("PATH_BOOK_DTYPE", "fp16")
+    assert hw.compute_dtype(H200) is torch.float16 and hw.compute_dtype(CPU) is torch.float32
+    monkeypatch.setenv("PATH_BOOK_DTYPE", "bfloat16")
+    assert hw.compute_dtype(T4) is torch.bfloat16
+    monkeypatch.setenv("PATH_BOOK_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="PATH_BOOK_DTYPE"):
+        hw.compute_dtype(T4)
 
 
 def test_this_machine_without_a_gpu():

@@ -19,7 +19,8 @@ experiment presets (:func:`path_lib.experiments.train.task_preset`) and the book
 :mod:`path_lib.book.notebook`) share this rule.
 
 **Formats** (:func:`compute_dtype`): bfloat16 where the GPU computes it natively (capability 8.0 and
-up), float16 on older GPUs (a T4: float16 tensor cores, no bfloat16 ones), float32 on a CPU.
+up), float16 on older GPUs (a T4: float16 tensor cores, no bfloat16 ones), float32 on a CPU;
+``PATH_BOOK_DTYPE`` forces a GPU's format (the float16 check on a newer GPU).
 
 **Time estimates** (:func:`estimate_seconds`): a workload's counted matrix-product operations and
 bytes of memory traffic, each divided by the GPU's peak rate from its data sheet (:data:`GPUS`) times
@@ -175,14 +176,27 @@ def _between(a, b):
     return a
 
 
+_DTYPE_NAMES = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16",
+                "bf16": "bfloat16", "float32": "float32", "fp32": "float32"}
+
+
 def compute_dtype(dev: Any = None):
     """The floating-point format to compute in on ``dev``: ``torch.bfloat16`` on a GPU of compute
-    capability 8.0 or more, ``torch.float16`` on older GPUs (a T4), ``torch.float32`` on a CPU."""
+    capability 8.0 or more, ``torch.float16`` on older GPUs (a T4), ``torch.float32`` on a CPU.
+
+    ``PATH_BOOK_DTYPE`` (``float16``, ``bfloat16``, ``float32``) forces the GPU's format, e.g. a T4's
+    float16 on a newer GPU; a CPU computes in float32 whatever it says."""
     import torch
 
+    forced = os.environ.get("PATH_BOOK_DTYPE", "").strip().lower()
+    if forced and forced not in _DTYPE_NAMES:
+        raise ValueError(f"PATH_BOOK_DTYPE must be 'float16', 'bfloat16' or 'float32', "
+                         f"got {os.environ['PATH_BOOK_DTYPE']!r}")
     info = describe_device(dev)
     if info.kind == "cpu":
         return torch.float32
+    if forced:
+        return getattr(torch, _DTYPE_NAMES[forced])
     return torch.bfloat16 if tuple(info.capability) >= (8, 0) else torch.float16
 
 
