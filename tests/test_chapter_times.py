@@ -92,3 +92,42 @@ def test_load_times_from_the_checkout():
 def test_bad_records_are_named():
     with pytest.raises(ValueError, match="record must be"):
         ct.page_times(dict(pages=[]))
+
+
+def _estimate_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "estimate_t4.py"
+    spec = importlib.util.spec_from_file_location("estimate_t4", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_t4_estimates_read_the_small_presets_of_the_chapters():
+    est = _estimate_module()
+    from path_lib.experiments.hardware import default_small
+    from path_lib.experiments.lm import PRESETS as LM
+    from path_lib.experiments.train import PRESETS as TASKS
+
+    assert est.small_value("book/part4/12_lm_experiments", "cfg", est.WORK["book/part4/12_lm_experiments"][3]) \
+        == default_small(LM["tiny"], LM["full"])
+    ff = est.small_value("book/part2/05_expressivity", "preset", est.WORK["book/part2/05_expressivity"][3])
+    assert ff.task["length"] == 256 and ff.batch_size == 64 and ff.config == TASKS["flip_flop"]["full"].config
+    assert est.small_value("book/part3/08_decoding", "n") == 200
+    with pytest.raises(ValueError, match="no preset cell assigns"):
+        est.small_value("book/part3/06_blockwise", "nothing")
+
+
+def test_t4_estimate_of_a_page():
+    est = _estimate_module()
+    cells = est.code_cells("book/part3/06_blockwise")
+    timed = next(i for i, s in cells.items() if "timings[impl].append(best_time(" in s)
+    row = dict(page="book/part3/06_blockwise", seconds=20.0, ok=True, cells=[[timed, 5.0], [timed + 1, 2.0]])
+    out = est.estimate_page(row)
+    assert out["counted_cells"] == [timed] and out["other_cells_cpu_seconds"] == 15.0
+    assert out["seconds"] == pytest.approx(15.0 + out["counted_seconds_t4"], abs=0.1)
+    assert 0 < out["counted_seconds_h200"] < out["counted_seconds_t4"]
+    plain = est.estimate_page(dict(page="book/intro", seconds=4.0, ok=True, cells=[[1, 1.0]]))
+    assert plain["seconds"] == 4.0 and "CPU seconds" in plain["basis"]
