@@ -30,7 +30,7 @@ def test_page_key_and_about():
     assert ct.page_key("/work/x/book/part3/07_kernel.ipynb") == "book/part3/07_kernel"
     assert ct.page_key("book/intro") == "book/intro"
     assert [ct.about(s) for s in (0.2, 4.5, 13.4, 35.1, 99, 123, 612)] == [
-        "about 1 s", "about 4 s", "about 13 s", "about 40 s", "about 100 s", "about 2 min", "about 10 min"]
+        "about 1 s", "about 4 s", "about 13 s", "about 35 s", "about 99 s", "about 2 min", "about 10 min"]
     with pytest.raises(ValueError, match="seconds"):
         ct.about(-1)
     with pytest.raises(TypeError, match="path must be a str"):
@@ -39,7 +39,7 @@ def test_page_key_and_about():
 
 def test_notes_cpu_only():
     times = ct.collect_times(dict(tiny=CPU))
-    assert ct.chapter_note("book/part3/07_kernel", times) == "About 40 s on a CPU (book build); GPU: not yet measured"
+    assert ct.chapter_note("book/part3/07_kernel", times) == "About 41 s on a CPU (book build); GPU: not yet measured"
     # a failed page has no time; a page no record names neither
     assert ct.chapter_note("book/part3/08_decoding.ipynb", times).startswith("CPU time not yet measured")
     assert ct.chapter_note("book/part1/02_householder", times) == "CPU time not yet measured; GPU: not yet measured"
@@ -48,11 +48,11 @@ def test_notes_cpu_only():
 def test_notes_measured_gpu_before_an_estimate_and_t4_first():
     times = ct.collect_times(dict(tiny=CPU, full=H200, estimate=EST))
     assert ct.chapter_note("book/part3/07_kernel", times) == (
-        "About 40 s on a CPU (book build); GPU: about 60 s on an NVIDIA H200 (measured, full preset)")
+        "About 41 s on a CPU (book build); GPU: about 63 s on an NVIDIA H200 (measured, full preset)")
     assert ct.chapter_note("book/part4/12_lm_experiments", times) == (
         "About 10 min on a CPU (book build); GPU: about 4 min on a T4 (small preset, estimate)")
     times = ct.collect_times(dict(tiny=CPU, small=T4, full=H200))
-    assert ct.chapter_note("book/part3/07_kernel", times).endswith("about 100 s on a Tesla T4 (measured, small preset)")
+    assert ct.chapter_note("book/part3/07_kernel", times).endswith("about 95 s on a Tesla T4 (measured, small preset)")
 
 
 def test_legacy_gpu_record_counts_as_measured():

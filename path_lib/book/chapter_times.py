@@ -4,7 +4,7 @@ them, from the timing records of ``benchmarks/run_chapters.py --installed`` (run
     from path_lib.book.chapter_times import load_times, chapter_note, times_table, times_markdown
     times = load_times()                              # the records, from the checkout or fetched
     print(chapter_note("book/part3/07_kernel", times))
-    # About 40 s on a CPU (book build); GPU: about 1 min on an NVIDIA H200 (measured, full preset)
+    # About 31 s on a CPU (book build); GPU: about 63 s on an NVIDIA H200 (measured, full preset)
     display(Markdown(times_markdown(times)))          # every page: CPU, GPU (measured / estimate)
 
 Records read (any may be missing):
@@ -44,13 +44,12 @@ def page_key(path: str) -> str:
 
 
 def about(seconds: float) -> str:
-    """``"about 35 s"``, ``"about 4 min"``: a duration rounded for a reader."""
+    """``"about 35 s"``, ``"about 4 min"``: a duration rounded for a reader (whole seconds below 100 s,
+    whole minutes from there)."""
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"seconds must be a finite number >= 0, got {seconds!r}")
-    if seconds < 10:
+    if seconds < 99.5:
         return f"about {max(1, round(seconds))} s"
-    if seconds < 100:
-        return f"about {int(round(seconds, -1)) if seconds >= 20 else round(seconds)} s"
     return f"about {max(2, round(seconds / 60))} min"
 
 
