@@ -87,6 +87,11 @@ def test_load_times_from_the_checkout():
     # the repository's earlier GPU check of chapter 7 is a measured GPU time
     times = ct.load_times()
     assert "(measured, full preset)" in ct.chapter_note("book/part3/07_kernel", times)
+    # every page the CPU record times has its note; the estimate is labelled as one
+    for page in times["cpu"]:
+        note = ct.chapter_note(page, times)
+        assert note.startswith("About ") and " on a CPU (book build); GPU: about " in note, note
+        assert note.endswith(("estimate)", "preset)")), note
 
 
 def test_bad_records_are_named():
