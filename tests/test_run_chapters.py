@@ -75,3 +75,18 @@ def test_two_pages_without_a_checkout(tmp_path):
 def test_pages_must_be_notebooks_of_the_checkout(tmp_path):
     with pytest.raises(ValueError, match="page must be a notebook"):
         rc.main(["--installed", "--out-dir", str(tmp_path), str(notebook(tmp_path / "x.ipynb", "1"))])
+
+
+def test_wheel_without_git_leaves_out_build_outputs(tmp_path):
+    src = tmp_path / "proj"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_text("X = 1\n")
+    (src / "pkg" / "__pycache__").mkdir()
+    (src / "pkg" / "__pycache__" / "junk.pyc").write_bytes(b"0")
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = '
+                                        '"setuptools.build_meta"\n[project]\nname = "pkg"\nversion = "1.0"\n'
+                                        '[tool.setuptools]\npackages = ["pkg"]\n')
+    wheel = rc.build_wheel(src, tmp_path / "out")     # no git repository here: the tree is copied
+    assert wheel.name.startswith("pkg-1.0") and wheel.suffix == ".whl"
+    assert not (tmp_path / "out" / "src" / "pkg" / "__pycache__").exists()
+    assert not list(src.glob("*.egg-info")) and not (src / "build").exists()   # nothing left in the source
