@@ -252,7 +252,7 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
                     print(r["log_tail"], flush=True)
             data = dict(preset=preset, checkout=False, wheel=wheel.name, path_lib_from=origin,
                         records_base="the repository served on 127.0.0.1 (PATH_BOOK_RECORDS_BASE)",
-                        timeout_s=timeout, pages=rows)
+                        dtype_forced=os.environ.get("PATH_BOOK_DTYPE") or None, timeout_s=timeout, pages=rows)
             with _env(PATH_BOOK_COMMIT=commit):
                 path = write_result(out_dir / f"chapter_times_{preset}.json", data, command=command)
             _mark_without_checkout(path, wheel.name)
