@@ -223,6 +223,8 @@ def main():
     ap.add_argument("--resume", action="store_true", help="keep the cases already in --out, run the rest")
     ap.add_argument("--shard", default="0/1", help="K/N: run only the cases whose index is K mod N "
                     "(N processes in parallel compile N times faster; --merge joins their files)")
+    ap.add_argument("--match", default=None, metavar="REGEX",
+                    help="run only the cases whose name matches (e.g. 'float16|fp16': the T4 check)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                     help="join shard files into --out (no GPU work) and exit 0 when every case passed")
     args = ap.parse_args()
@@ -264,6 +266,9 @@ def main():
     cases.append(("LONG", None))  # last: the slowest (a float64 token-by-token reference)
     cases.append(("KEYS_TO_END", None))
     cases.append(("SHORT_CONV", None))
+    if args.match:
+        import re
+        cases = [c for c in cases if re.search(args.match, c[0])]
     cases = [c for i, c in enumerate(cases) if i % shard_n == shard_k]
     results = []
     seeds = [seed]

@@ -11,6 +11,7 @@
 # Usage: bash benchmarks/run_device.sh [STEPS]   STEPS: comma list of sweep, profile, variants, bench,
 #   tune, diag32 (default sweep,bench); bench = every shape of bench_path.py (compiled in parallel first, resumable); variants = benchmarks/prep_variants.py with Nsight Compute;
 #   tune = benchmarks/tune_segments.py (segment lengths and warp counts);
+#   colab = benchmarks/run_colab.sh (every page with the small preset in float16, without a checkout, and the sweep's float16 cases);
 #   diag32 = head dim 32 natively on Hopper (the padding work-around off) under compute-sanitizer. PATH_DEVICE_BUDGET_S: seconds this script may use in all (default 560).
 #   PATH_SWEEP_SHARDS: parallel sweep processes (default 7).
 # A CUDA fault poisons a process: a shard then exits with status 3 and is resumed in a fresh process
@@ -96,5 +97,8 @@ if has bench && [ "$(left)" -ge 60 ]; then
   RESUME=""; [ -f "$OUTDIR/bench_path.json" ] && RESUME="--resume"
   timeout $(( $(left) - 5 )) python3 benchmarks/bench_path.py --shapes "$SHAPES" $RESUME ${PATH_BENCH_ARGS:-} \
     --budget-s $(( $(left) - 90 )) --out "$OUTDIR/bench_path.json" 2>&1 | tee "$OUTDIR/bench.log" | grep -v "^{'D'"
+fi
+if has colab && [ "$(left)" -ge 60 ]; then
+  PATH_COLAB_TIMEOUT_S=${PATH_COLAB_TIMEOUT_S:-300} timeout $(( $(left) - 5 )) bash benchmarks/run_colab.sh
 fi
 echo "run_device.sh done at ${SECONDS}s"

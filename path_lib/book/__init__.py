@@ -7,4 +7,5 @@
     speed            the speed chapter's tables and figures from the benchmark records (a package).
     kernel_diagrams  the kernel chapter's tile and segment diagrams.
     gloo_group       a CPU process group (gloo) and the scale-out chapter's context-parallel self-check.
+    chapter_times    how long each page runs (CPU, GPU measured or estimated): notes and the table.
 """

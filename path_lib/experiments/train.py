@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from .comparison import (UnequalTrainingError, check_equal_training, comparison_table, format_comparison,
                          json_key, paired_differences, run_record)
-from .hardware import hardware
+from .hardware import compute_dtype, hardware
 from ..records import write_result
 from .train_state import Checkpoints, Progress, rng_state
 
@@ -161,7 +161,7 @@ def masked_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def _autocast(device: torch.device, enabled: bool):
     if enabled and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+        return torch.autocast("cuda", dtype=compute_dtype(device))   # bfloat16, float16 before Ampere
     return torch.autocast(device.type, enabled=False)
 
 
