@@ -481,27 +481,41 @@ def load_evidence(path: str, root=None):
     return json.loads(p.read_text()) if p.suffix == ".json" else None
 
 
-def _record(c: Dict, root=None):
-    """The first JSON record a claim's evidence names (dict), or None."""
+def _record_path(c: Dict) -> Optional[str]:
     recs = [e for e in (c.get("ours") or {}).get("evidence") or [] if e.endswith(".json")]
-    return load_evidence(recs[0], root) if recs else None
+    return recs[0] if recs else None
+
+
+def _record(c: Dict, root=None):
+    """The first JSON record a claim's evidence names (dict), or None when it names none or this
+    installation has no records (path_lib installed without its repository, e.g. on Colab)."""
+    path = _record_path(c)
+    return load_evidence(path, root) if path and (_root(root) / path).exists() else None
+
+
+def _computed(c: Dict, key: str, root=None) -> str:
+    f = c.get(key) or ""
+    if not callable(f):
+        return f
+    rec = _record(c, root)
+    return f(rec) if rec is not None else f"computed from `{_record_path(c)}`, which this installation does not have"
 
 
 def reason_text(c: Dict, root=None) -> str:
     """A claim's reason: its text, or the text computed from its record when the reason is a function."""
-    r = c.get("reason") or ""
-    return r(_record(c, root)) if callable(r) else r
+    return _computed(c, "reason", root)
 
 
 def decide_text(c: Dict, root=None) -> str:
     """What would decide an open claim (the run, its size, its cost at the recorded rates), or ''."""
-    d = c.get("decide") or ""
-    return d(_record(c, root)) if callable(d) else d
+    return _computed(c, "decide", root)
 
 
 def test_results(c: Dict, root=None) -> List[Dict]:
-    """The claim's tests over seeds evaluated on its record (see :func:`claims_evidence.evaluate`)."""
-    return [E.evaluate(t, _record(c, root)) for t in c.get("tests") or []]
+    """The claim's tests over seeds evaluated on its record (see :func:`claims_evidence.evaluate`);
+    empty when the claim has none or the record is not installed here."""
+    rec = _record(c, root) if c.get("tests") else None
+    return [E.evaluate(t, rec) for t in c["tests"]] if rec is not None else []
 
 
 # ----------------------------------------------------------------------------------------------
@@ -610,7 +624,7 @@ def check_statistics(claims: Sequence[Dict] = None, root=None) -> List[str]:
         if not c.get("tests"):
             continue
         try:
-            held = [r["holds"] for r in test_results(c, root)]
+            held = [E.evaluate(t, load_evidence(_record_path(c), root))["holds"] for t in c["tests"]]
         except (KeyError, IndexError, ValueError, TypeError, OSError) as e:
             out.append(f"{c['id']}: cannot evaluate its tests: {e}")
             continue
@@ -690,7 +704,7 @@ def ledger_markdown(paper: Optional[str] = None, claims: Sequence[Dict] = None, 
     claims = CLAIMS if claims is None else claims
     titles = {"A": "Paper A: PaTH attention (Yang et al.)",
               "B": "Paper B: why accumulated transforms extrapolate (Godavarti)"}
-    kinds = {"real test": "real", "certain at this scale": "certain", "untested": "-"}
+    kinds = {"real test": "real", "certain at this scale": "certain", "untested": "untested"}
     parts = []
     for pp in ("A", "B"):
         sub = [c for c in claims if c["paper"] == pp and paper in (None, pp)]
@@ -706,6 +720,8 @@ def ledger_markdown(paper: Optional[str] = None, claims: Sequence[Dict] = None, 
             for c in sec:
                 vals = list(((c.get("ours") or {}).get("values") or {}).items())
                 o = "; ".join(f"{k}: {format_value(v)}" for k, v in vals[:3]) + (" ..." if len(vals) > 3 else "")
+                if c.get("ours") and not vals:
+                    o = "checked in " + ", ".join(f"`{Path(e).stem}`" for e in c["ours"]["evidence"])
                 res = test_results(c, root)
                 rows.append("| " + " | ".join(_cell(x) for x in (
                     f"**{c['status']}**", f"`{c['id']}`", c["paper_value"], o or "-", _tests_cell(res),

@@ -10,6 +10,7 @@ a loaded record (a dict) and returns plain numbers or text.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from fractions import Fraction
 from typing import Dict, List, Sequence
@@ -246,6 +247,15 @@ def _rate(runs: Sequence[Dict], seconds_per_step) -> Dict[str, float]:
     return {m: statistics.median(v) for m, v in per.items()}
 
 
+def _sharing(rec: Dict) -> str:
+    """How the record's runs shared the GPU whose step rates they measured."""
+    n = (rec.get("settings") or {}).get("workers")
+    m = re.search(r"--workers (\d+)", rec["provenance"].get("command", ""))
+    n = n or (int(m.group(1)) if m else None)
+    dev = rec["provenance"]["device"]
+    return f"measured with {n} runs sharing one {dev}" if n else f"measured on one {dev}"
+
+
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} GPU-hours" if seconds >= 3600 else f"{seconds / 60:.0f} GPU-minutes"
 
@@ -253,8 +263,7 @@ def _hours(seconds: float) -> str:
 def _lm_cost(rec: Dict, models: Sequence[str], steps: int) -> str:
     rate = _rate(rec["runs"], lambda r: r["train"]["seconds"] / r["train"]["steps"])
     total = sum(rate[m] for m in models) * steps * len(rec["seeds"])
-    return (f"{_hours(total)} of run time at the recorded rates, measured with {rec['settings']['workers']} runs "
-            f"sharing one {rec['provenance']['device']} (run together, the wall time is shorter)")
+    return f"{_hours(total)} of run time at the recorded rates, {_sharing(rec)}"
 
 
 def decide_t2_order(rec: Dict) -> str:
@@ -276,8 +285,7 @@ def decide_ff_rope(rec: Dict) -> str:
     total = rate["rope"] * 10_000 * seeds
     return (f"train RoPE on flip-flop for longer ({seeds} seeds; FoX and SBA beside it as controls) and see whether "
             f"it leaves its plateau and learns the task in distribution; each 10,000 steps of RoPE cost about "
-            f"{_hours(total)} of run time at the recorded rate, measured with {rec['settings']['workers']} runs "
-            f"sharing one {rec['provenance']['device']}")
+            f"{_hours(total)} of run time at the recorded rate, {_sharing(rec)}")
 
 
 def decide_a5(rec: Dict) -> str:
@@ -288,7 +296,7 @@ def decide_a5(rec: Dict) -> str:
     depths = sorted({r["model"]["n_layers"] for r in rec["runs"]})
     return (f"an equal-steps layer scan: {', '.join(models)} at {depths[0]}-{depths[-1]} layers, 3 seeds, every run "
             f"{steps:,} steps (the most any run reached in its time slot here), reading the fewest layers that reach "
-            f"90%: about {_hours(total)} of run time at the recorded rates (one {rec['provenance']['device']})")
+            f"90%: about {_hours(total)} of run time at the recorded rates, {_sharing(rec)}")
 
 
 def decide_mqrar(rec: Dict) -> str:
@@ -297,4 +305,4 @@ def decide_mqrar(rec: Dict) -> str:
     ns = sorted({r["task_kwargs"]["n_back"] for r in rec["runs"]})
     return (f"PaTH and RoPE at N = {ns[0]}-{ns[-1]}, 3 seeds, every run {steps:,} steps (the longest schedule "
             f"planned here), at the paper's sizes: about {_hours(total)} of run time at the recorded rates "
-            f"(one {rec['provenance']['device']}); PaTH's rate dominates the cost")
+            f"({_sharing(rec)}); PaTH's rate dominates the cost")
