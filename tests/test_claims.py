@@ -169,6 +169,10 @@ def test_validate_catches_a_bad_test_kind():
 def test_the_six_redecided_reasons_follow_the_records():
     six = ("A-ff-rope", "A-ext-gates", "A-conv-toy", "A-t2-order", "A-speed-fox", "B-exp-learned")
     assert all(callable(_claim(i)["reason"]) for i in six)
+    # every reason that rests on a record is computed from it
+    for c in C.CLAIMS:
+        if c.get("reason") and any(e.endswith(".json") for e in (c.get("ours") or {}).get("evidence", [])):
+            assert callable(c["reason"]), c["id"]
     # A-conv-toy: converted PaTH against RoPE continued, per seed, recomputed from the raw rows
     rec = _rec(_claim("A-conv-toy")["ours"]["evidence"][0])
     loss = {(r["model"], r["seed"]): r["metrics"]["loss_id"] for r in rec["records"]}

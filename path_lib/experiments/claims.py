@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -149,9 +150,7 @@ CLAIMS: List[Dict] = [
                          "dense": _v(["summary", "path", "ood_dense_error", "mean"], 0.0, "percent")}},
      "tests": [_t("PaTH's sparse error below FoX's", _ff("path", "ood_sparse"), _ff("fox", "ood_sparse"), "<")],
      "status": "reproduced", "test": "real test",
-     "reason": "three seeds, 1,500 steps each: no error in distribution or on the dense test, 7 sparse errors in "
-               "10^6 reads on average (0.0007%, the paper 0.0001%); PaTH-FoX, not in the paper's table, keeps "
-               "7.1% +- 5.0% sparse error: its gate lets the last write fade over long gaps"},
+     "reason": E.reason_ff_path},
     {"id": "A-ff-rope", "paper": "A", "section": "Synthetic tasks", "where": "flip-flop table",
      "claim": "RoPE fails flip-flop out of distribution: error ID / OOD sparse / OOD dense.",
      "paper_value": "6.9% / 40.3% / 0.01%",
@@ -173,7 +172,7 @@ CLAIMS: List[Dict] = [
                          "dense": _v(["summary", "fox", "ood_dense_error", "mean"], 3.2201296746118637e-06, "percent")}},
      "tests": [_t("sparse error above in-distribution error", _ff("fox", "ood_sparse"), _ff("fox", "id"), ">")],
      "status": "reproduced", "test": "real test",
-     "reason": "three seeds: 8.7% / 36.0% / 0.0003% against the paper's 8.3% / 36.3% / 0%"},
+     "reason": partial(E.reason_ff_fails, "fox")},
     {"id": "A-ff-sba", "paper": "A", "section": "Synthetic tasks", "where": "flip-flop table",
      "claim": "Stick-breaking attention (SBA) fails flip-flop out of distribution: error ID / OOD sparse / OOD dense.",
      "paper_value": "9.6% / 38.9% / 0%",
@@ -183,7 +182,7 @@ CLAIMS: List[Dict] = [
                          "dense": _v(["summary", "sba", "ood_dense_error", "mean"], 2.093084288505113e-05, "percent")}},
      "tests": [_t("sparse error above in-distribution error", _ff("sba", "ood_sparse"), _ff("sba", "id"), ">")],
      "status": "reproduced", "test": "real test",
-     "reason": "three seeds: 10.4% / 40.4% / 0.002% against the paper's 9.6% / 38.9% / 0%"},
+     "reason": partial(E.reason_ff_fails, "sba")},
     {"id": "A-a5", "paper": "A", "section": "Synthetic tasks", "where": "A5 word problem figure",
      "claim": "On the A5 word problem PaTH needs fewer layers than RoPE, SBA and FoX to reach 90% accuracy.",
      "paper_value": "fewer layers (exact counts only in the paper's figure)",
@@ -193,7 +192,7 @@ CLAIMS: List[Dict] = [
               "values": {"fewest layers, PaTH": _v(["fewest_layers_90", "path"], None, "text"),
                          "fewest layers, RoPE": _v(["fewest_layers_90", "rope"], None, "text")}},
      "status": "not reproduced yet",
-     "reason": UNEQUAL + "; no model reached 90% in its time slot", "awaits": "a5", "test": "untested",
+     "reason": lambda rec: UNEQUAL + "; " + E.reason_a5(rec), "awaits": "a5", "test": "untested",
      "decide": E.decide_a5},
     {"id": "A-mqrar", "paper": "A", "section": "Synthetic tasks", "where": "Figure 2 (MQRAR-N)",
      "claim": "On MQRAR-N (2 layers, width 256, 2 heads, 32 pairs, length 768) PaTH is strong for N < 4 and "
@@ -204,7 +203,7 @@ CLAIMS: List[Dict] = [
               "values": {"PaTH, N=1": _v(["table", "path", "1", "accuracy"], 0.07068014705882353, "percent"),
                          "RoPE, N=1": _v(["table", "rope", "1", "accuracy"], 0.08792892156862746, "percent")}},
      "status": "not reproduced yet",
-     "reason": UNEQUAL + "; no model learned the task (chance 3.1%)", "awaits": "mqrar", "test": "untested",
+     "reason": lambda rec: UNEQUAL + "; " + E.reason_mqrar(rec), "awaits": "mqrar", "test": "untested",
      "decide": E.decide_mqrar},
     # ------------------------------------------------------------------ paper A: language modelling
     {"id": "A-t2-rope", "paper": "A", "section": "Language modelling", "where": "Table 2",
@@ -247,7 +246,7 @@ CLAIMS: List[Dict] = [
      "tests": [_t("ratio at 2x above 1", _lm("RoPE", "ratio_2x"), 1.0, ">",
                   certain="past the training length RoPE meets rotation angles it was never trained on: its "
                           "rise there is the expected outcome at any scale")],
-     "status": "reproduced", "test": "certain at this scale", "reason": "above 1.2 at 2x and about 3 at 4x in every seed"},
+     "status": "reproduced", "test": "certain at this scale", "reason": E.reason_ext_rope},
     {"id": "A-ext-path", "paper": "A", "section": "Length extrapolation", "where": "Figure 3",
      "claim": "PaTH is stable to about 32K (8x its training length), then degrades (most on code).",
      "paper_value": "stable to ~8x, then degrades",
@@ -259,8 +258,7 @@ CLAIMS: List[Dict] = [
                _t("ratio at 8x above 1.05", _lm("PaTH", "ratio_8x"), 1.0, ">", shift=0.05),
                _t("ratio at 64x below RoPE's", _lm("PaTH", "ratio_64x"), _lm("RoPE", "ratio_64x"), "<")],
      "status": "reproduced in direction only", "test": "real test",
-     "reason": "flat to 4x (1.03), then degrading (1.19 at 8x, 3.7 at 64x), always far below RoPE (11.9 at 64x, "
-               "every seed): stable to about 4x here where the paper reports about 8x"},
+     "reason": E.reason_ext_path},
     {"id": "A-ext-gates", "paper": "A", "section": "Length extrapolation", "where": "Figure 3",
      "claim": "FoX and PaTH-FoX stay stable to 64K (16x); PaTH-FoX has the lower perplexity.",
      "paper_value": "flat to 16x; PaTH-FoX below FoX",
@@ -291,8 +289,7 @@ CLAIMS: List[Dict] = [
                           "PaTH passkey at 1x": _v(["summary", "PaTH", "passkey_1x", "mean"], 0.0, "percent"),
                           "ALiBi ratio at 64x": _v(["summary", "ALiBi", "ratio_64x", "mean"], 0.9507891860009545)}},
      "status": "not reproduced yet", "test": "untested", "decide": E.decide_retrieval,
-     "reason": "after 500 steps no model retrieves the passkey even at the training length (0% for all nine), "
-               "so the probe cannot separate perplexity from retrieval at this scale"},
+     "reason": E.reason_retrieval},
     {"id": "A-conv-smollm", "paper": "A", "section": "Conversion of RoPE models", "where": "conversion experiments",
      "claim": "A trained RoPE model (SmolLM2-1.7B before its decay stage) converted to PaTH by distillation "
               "(MSE on attention outputs, 100M tokens; KL on outputs, 3B tokens) and 21B further tokens scores "
@@ -402,9 +399,7 @@ CLAIMS: List[Dict] = [
                _t("ALiBi's far mass at 64x below PaTH's", _lm("ALiBi", "far_mass_64x"), _lm("PaTH", "far_mass_64x"),
                   "<", certain="ALiBi's distance bias bounds its far mass at every length (chapter 11)")],
      "status": "reproduced", "test": "real test",
-     "reason": "the far mass of every bounded-logit model (NoPE, RoPE, PaTH, the three rotations) rises with the "
-               "context (PaTH 0.18 -> 0.83, RoPE 0.08 -> 0.96), ALiBi's stays at 0.18 and the gated models' at 0; "
-               "no measured row is below its bound (chapter 12)"},
+     "reason": E.reason_farmass_trained},
     {"id": "B-bias-escape", "paper": "B", "section": "Analysis (stylized model)", "where": "far-mass lower bound",
      "claim": "An explicit distance bias (ALiBi) or a forget gate (FoX) bounds the far mass at every context "
               "length, which is why they stay flat.",
@@ -429,8 +424,7 @@ CLAIMS: List[Dict] = [
                           "RoPE": _v(["summary", "RoPE", "ratio_16x", "mean"], 8.2825355259184)}},
      "tests": [_t("TokRot-QK's ratio at 16x below RoPE's", _lm("TokRot-QK", "ratio_16x"), _lm("RoPE", "ratio_16x"), "<")],
      "status": "reproduced in direction only", "test": "real test",
-     "reason": "token-angle rotations degrade far less than RoPE at 16x in every seed (1.29 vs 8.28; the paper "
-               "1.60 vs 16.2)"},
+     "reason": partial(E.reason_ratio_below, "TokRot-QK", "RoPE", 16)},
     {"id": "B-exp-qkv", "paper": "B", "section": "Experiments (16 layers, 768 wide, OpenWebText, trained at 512)",
      "where": "experiments",
      "claim": "At 65K (128x) rotating Q/K/V degrades 1.59x, rotating Q/K only 7.49x.",
@@ -441,8 +435,8 @@ CLAIMS: List[Dict] = [
      "tests": [_t("TokRot-QKV's ratio at 64x below TokRot-QK's", _lm("TokRot-QKV", "ratio_64x"),
                   _lm("TokRot-QK", "ratio_64x"), "<")],
      "status": "not reproduced", "test": "real test",
-     "reason": "at 64x rotating values too degrades more, not less, than rotating Q/K only (2.74 vs 2.21); "
-               "paper B's gap appears at 128x in 16-layer models"},
+     "reason": lambda rec: E.reason_ratio_below("TokRot-QKV", "TokRot-QK", 64, rec)
+               + "; paper B's gap appears at 128x in 16-layer models"},
     {"id": "B-exp-alibi", "paper": "B", "section": "Experiments (16 layers, 768 wide, OpenWebText, trained at 512)",
      "where": "experiments",
      "claim": "ALiBi stays flat: 0.96x at 65K.",
@@ -452,7 +446,7 @@ CLAIMS: List[Dict] = [
      "tests": [_t("ratio at 64x below 1.05", _lm("ALiBi", "ratio_64x"), 1.0, "<", shift=0.05,
                   certain="ALiBi's distance bias confines attention to a window, so longer contexts add "
                           "nothing it reads (its ratio is the same from 8x on)")],
-     "status": "reproduced", "test": "certain at this scale", "reason": "0.95 at 64x in every seed (the paper 0.96 at 128x)"},
+     "status": "reproduced", "test": "certain at this scale", "reason": E.reason_exp_alibi},
     {"id": "B-exp-learned", "paper": "B", "section": "Experiments (16 layers, 768 wide, OpenWebText, trained at 512)",
      "where": "experiments",
      "claim": "Learned token-dependent rotations stay near the training perplexity far past 512.",
