@@ -239,7 +239,8 @@ def test_evaluate_on_a_small_record():
     r = C.E.evaluate(t, rec)
     assert r["diffs"] == [2.0, 1.0, 3.0] and r["p"] == 1 / 8 and r["holds"]
     rel = C.E.evaluate(C._t("a within 250% of b", C._lm("a", "x"), C._lm("b", "x"), "<", relative=True, shift=2.5), rec)
-    assert rel["diffs"] == [-0.5, -1.5, 0.5] and rel["p"] == 3 / 8 and not rel["holds"]
+    # the test sees (2, 1, 3) - 2.5 = (-0.5, -1.5, 0.5): sums at or below -1.5 are -1.5, -2.5, -1.5 -> 3 of 8
+    assert rel["diffs"] == [2.0, 1.0, 3.0] and rel["p"] == 3 / 8 and not rel["holds"]
     assert C.E.per_seed(rec, ("runs", "a", "history@10:20")) == {0: 0.75}
     assert C.E.evaluate(C._t("b near 1", C._lm("b", "x"), 1.0, "within", margin=(-0.1, 0.1)), rec)["p"] == 1 / 8
     with pytest.raises(ValueError, match="named 'c'"):

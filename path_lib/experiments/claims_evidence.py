@@ -73,21 +73,24 @@ def per_seed(rec: Dict, side) -> Dict[int, float]:
 
 def evaluate(test: Dict, rec: Dict) -> Dict:
     """A test (see ``claims._t``) on record ``rec``: ``{"label", "seeds", "diffs", "mean", "interval",
-    "p", "smallest_p", "holds", "certain"}``; ``holds`` is ``p <= LEVEL``."""
+    "p", "smallest_p", "holds", "relative", "certain"}``: the per-seed differences ``a - b`` (``a / b - 1``
+    if relative; the test subtracts its shift), their mean and bootstrap interval, the exact p-value;
+    ``holds`` is ``p <= LEVEL``."""
     a = per_seed(rec, test["a"])
     b = {s: float(test["b"]) for s in a} if isinstance(test["b"], (int, float)) else per_seed(rec, test["b"])
     if set(a) != set(b):
         raise ValueError(f"{test['label']}: the two sides have different seeds ({sorted(a)} vs {sorted(b)})")
     seeds = sorted(a)
-    d = [(a[s] / b[s] - 1 if test["relative"] else a[s] - b[s]) - test["shift"] for s in seeds]
+    raw = [a[s] / b[s] - 1 if test["relative"] else a[s] - b[s] for s in seeds]
+    d = [x - test["shift"] for x in raw]
     if test["paper"] == "within":
         p = stats.tost_sign_flip_p(d, *test["margin"])
     else:
         p = stats.sign_flip_p(d, "greater" if test["paper"] == ">" else "less")
-    return {"label": test["label"], "seeds": seeds, "diffs": d, "mean": sum(d) / len(d),
-            "interval": stats.bootstrap_interval(d, INTERVAL_LEVEL), "p": p,
+    return {"label": test["label"], "seeds": seeds, "diffs": raw, "mean": sum(raw) / len(raw),
+            "interval": stats.bootstrap_interval(raw, INTERVAL_LEVEL), "p": p,
             "smallest_p": stats.smallest_p_paired(len(d)), "holds": p <= LEVEL + 1e-12,
-            "certain": test.get("certain")}
+            "relative": test["relative"], "certain": test.get("certain")}
 
 
 def p_text(p: float) -> str:
@@ -210,17 +213,37 @@ def reason_conv_toy(rec: Dict) -> str:
             "gives a PaTH model close to its teacher, not one better than continuing the teacher")
 
 
-def reason_speed_fox(rec: Dict) -> str:
-    """A-speed-fox: where our and fla's PaTH kernels beat fla's FoX, shape by shape."""
+def _shapes(rec: Dict, methods: Sequence[str]) -> Dict[tuple, Dict[str, float]]:
+    """{(D, T, mode): {method: median ms}} of a speed record, for the shapes where all methods ran."""
     shapes: Dict[tuple, Dict[str, float]] = {}
     for r in rec["rows"]:
         if "ms" in r:
             shapes.setdefault((r["D"], r["T"], r["mode"]), {})[r["method"]] = r["ms"]
-    both = {k: v for k, v in shapes.items() if {"fla_fox", "ours_path", "fla_path"} <= set(v)}
+    return {k: v for k, v in shapes.items() if set(methods) <= set(v)}
+
+
+def _where(shapes: Sequence[tuple]) -> str:
+    mode = {"fwd": "forward", "fwdbwd": "forward + backward"}
+    return "; ".join(f"D {d}, T {t:,}, {mode.get(m, m)}" for d, t, m in sorted(shapes))
+
+
+def reason_speed_sdpa(rec: Dict) -> str:
+    """A-speed-sdpa: where our PaTH kernel is slower than SDPA, shape by shape."""
+    both = _shapes(rec, ("ours_path", "sdpa", "sdpa_flash"))
+    flash = [k for k, v in both.items() if v["ours_path"] >= v["sdpa_flash"]]
+    default = [k for k, v in both.items() if v["ours_path"] >= v["sdpa"]]
+    faster = [k for k in both if k not in flash]
+    return (f"shape by shape (median ms, {rec['provenance']['device']}): our PaTH kernel is slower than SDPA's "
+            f"default dispatch at {len(default)} of {len(both)} shapes and than its FlashAttention backend at "
+            f"{len(flash)}" + (f" (faster at {_where(faster)})" if faster else ""))
+
+
+def reason_speed_fox(rec: Dict) -> str:
+    """A-speed-fox: where our and fla's PaTH kernels beat fla's FoX, shape by shape."""
+    both = _shapes(rec, ("fla_fox", "ours_path", "fla_path"))
     ours = sorted(k for k, v in both.items() if v["ours_path"] < v["fla_fox"])
     fla = [k for k, v in both.items() if v["fla_path"] < v["fla_fox"]]
-    mode = {"fwd": "forward", "fwdbwd": "forward + backward"}
-    where = "; ".join(f"D {d}, T {t:,}, {mode.get(m, m)}" for d, t, m in ours)
+    where = _where(ours)
     short = min((t for _, t, _ in ours), default=None)
     return (f"shape by shape (median ms, {rec['provenance']['device']}): our PaTH kernel is faster than fla's FoX "
             f"at {len(ours)} of {len(both)} shapes" + (f", all at T >= {short:,} ({where})" if ours else "")
