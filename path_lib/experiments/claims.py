@@ -678,6 +678,14 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _live(evidence: Sequence[str]) -> str:
+    """Short words for live evidence: the chapters (by number) and whether tests check it too."""
+    chapters = [Path(e).stem.split("_")[0] for e in evidence if e.endswith(".ipynb")]
+    words = ", ".join(f"chapter {int(n)}" if n.isdigit() else n for n in chapters)
+    tests = any(e.startswith("tests/") for e in evidence)
+    return "checked live in " + (words or "tests") + (" and tests" if tests and words else "")
+
+
 def _tests_cell(results: List[Dict]) -> str:
     if not results:
         return "-"
@@ -688,8 +696,8 @@ def _test_line(r: Dict) -> str:
     lo, hi = r["interval"]
     return (f"{r['label']}: {'holds' if r['holds'] else 'does not hold'}, p = {E.p_text(r['p'])} "
             f"(smallest possible {E.p_text(r['smallest_p'])}); mean {'relative ' * r['relative']}difference "
-            f"{r['mean']:.3g} "
-            f"[{lo:.3g}, {hi:.3g}]" + (f"; certain: {r['certain']}" if r["certain"] else ""))
+            f"{r['mean']:.3g} ({E.INTERVAL_LEVEL:.0%} bootstrap interval {lo:.3g} to {hi:.3g})"
+            + (f"; certain: {r['certain']}" if r["certain"] else ""))
 
 
 def ledger_markdown(paper: Optional[str] = None, claims: Sequence[Dict] = None, root=None) -> str:
@@ -717,30 +725,30 @@ def ledger_markdown(paper: Optional[str] = None, claims: Sequence[Dict] = None, 
                 vals = list(((c.get("ours") or {}).get("values") or {}).items())
                 o = "; ".join(f"{k}: {format_value(v)}" for k, v in vals[:3]) + (" ..." if len(vals) > 3 else "")
                 if c.get("ours") and not vals:
-                    o = "checked in " + ", ".join(f"`{Path(e).stem}`" for e in c["ours"]["evidence"])
+                    o = _live(c["ours"]["evidence"])
                 res = test_results(c, root)
                 rows.append("| " + " | ".join(_cell(x) for x in (
                     f"**{c['status']}**", f"`{c['id']}`", c["paper_value"], o or "-", _tests_cell(res),
                     kinds[c["test"]])) + " |")
                 notes.append(_note(c, vals, res, root))
             parts.append("\n".join(rows))
-            parts.extend(notes)
+            parts.append("\n".join(notes))
     return "\n\n".join(parts)
 
 
 def _note(c: Dict, vals, res: List[Dict], root) -> str:
-    ours = c.get("ours")
-    text = f"`{c['id']}` ({c['where']}). {c['claim']}"
+    """One claim in full, as a Markdown list item with sub-items: ours, tests, why."""
+    ours, subs = c.get("ours"), []
     if ours:
-        text += " *Ours:* " + ours["scale"] + ("; " + "; ".join(f"{k}: {format_value(v)}" for k, v in vals)
-                                               if len(vals) > 3 else "")
-        text += ". Evidence: " + ", ".join(f"`{e}`" for e in ours["evidence"]) + "."
-    if res:
-        text += " *Tests over seeds:* " + "; ".join(_test_line(r) for r in res) + "."
+        more = "; " + "; ".join(f"{k}: {format_value(v)}" for k, v in vals) if len(vals) > 3 else ""
+        subs.append(f"*Ours:* {ours['scale']}{more}. Evidence: " + ", ".join(f"`{e}`" for e in ours["evidence"]) + ".")
+    subs += [f"*Test:* {_test_line(r)}." for r in res]
     if c["test"] == "certain at this scale" and c.get("certain_why"):
-        text += f" *Certain:* {c['certain_why']}."
+        subs.append(f"*Certain:* {c['certain_why']}.")
     why = reason_text(c, root)
-    return text + (f" *Why {c['status']}:* {why}." if why else "")
+    if why:
+        subs.append(f"*Why {c['status']}:* {why}.")
+    return "\n".join([f"- `{c['id']}` ({c['where']}). {c['claim']}"] + [f"  - {_cell(x)}" for x in subs])
 
 
 def counts_markdown(claims: Sequence[Dict] = None) -> str:
