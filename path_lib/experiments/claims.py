@@ -544,7 +544,7 @@ def _validate_tests(c: Dict) -> List[str]:
     return out
 
 
-def validate(claims: Sequence[Dict] = None, root=None) -> List[str]:
+def validate(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Problems with the ledger's data (an empty list when it is sound): unknown status, a missing
     reason, evidence that does not exist, a claim resting on a run without evidence, a record without
     provenance, duplicate ids, a trained comparison without tests, a test kind that does not fit."""
@@ -589,7 +589,7 @@ def validate(claims: Sequence[Dict] = None, root=None) -> List[str]:
     return out
 
 
-def check_snapshots(claims: Sequence[Dict] = None, root=None) -> List[str]:
+def check_snapshots(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Values whose snapshot no longer matches the record they come from (an empty list when all do)."""
     claims = CLAIMS if claims is None else claims
     out = []
@@ -609,7 +609,7 @@ def check_snapshots(claims: Sequence[Dict] = None, root=None) -> List[str]:
     return out
 
 
-def check_statistics(claims: Sequence[Dict] = None, root=None) -> List[str]:
+def check_statistics(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Statuses that their tests over seeds do not support (an empty list when all do): "reproduced"
     needs every test to hold at :data:`LEVEL`, "in direction only" at least one, "not reproduced" at
     least one that does not."""
@@ -619,7 +619,8 @@ def check_statistics(claims: Sequence[Dict] = None, root=None) -> List[str]:
         if not c.get("tests"):
             continue
         try:
-            held = [E.evaluate(t, load_evidence(_record_path(c), root))["holds"] for t in c["tests"]]
+            rec = load_evidence(_record_path(c) or "", root)
+            held = [E.evaluate(t, rec)["holds"] for t in c["tests"]]
         except (KeyError, IndexError, ValueError, TypeError, OSError) as e:
             out.append(f"{c['id']}: cannot evaluate its tests: {e}")
             continue
@@ -634,21 +635,21 @@ def check_statistics(claims: Sequence[Dict] = None, root=None) -> List[str]:
 # counting and rendering (the ledger page)
 # ----------------------------------------------------------------------------------------------
 
-def counts(claims: Sequence[Dict] = None) -> "OrderedDict[str, int]":
+def counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, int]":
     """Number of claims per status, in the order of :data:`STATUSES`."""
     claims = CLAIMS if claims is None else claims
     n = Counter(c["status"] for c in claims)
     return OrderedDict((s, n.get(s, 0)) for s in STATUSES)
 
 
-def test_counts(claims: Sequence[Dict] = None) -> "OrderedDict[str, OrderedDict[str, int]]":
+def test_counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, OrderedDict[str, int]]":
     """Claims per kind of test (:data:`TEST_KINDS`), each split by status: the real tests are counted
     apart from the outcomes that were certain at this scale."""
     claims = CLAIMS if claims is None else claims
     return OrderedDict((k, counts([c for c in claims if c["test"] == k])) for k in TEST_KINDS)
 
 
-def counting_sentence(claims: Sequence[Dict] = None) -> str:
+def counting_sentence(claims: Optional[Sequence[Dict]] = None) -> str:
     """One sentence counting the claims apart: real tests (how many agree), certain, untested."""
     claims = CLAIMS if claims is None else claims
     n = test_counts(claims)
@@ -700,7 +701,7 @@ def _test_line(r: Dict) -> str:
             + (f"; certain: {r['certain']}" if r["certain"] else ""))
 
 
-def ledger_markdown(paper: Optional[str] = None, claims: Sequence[Dict] = None, root=None) -> str:
+def ledger_markdown(paper: Optional[str] = None, claims: Optional[Sequence[Dict]] = None, root=None) -> str:
     """The ledger as Markdown: for each paper (or one), a bold line per section, a narrow table (status,
     claim id, the paper's value, ours, the tests over seeds, the kind of test), then one paragraph per
     claim with the claim, the scale, the evidence, the tests and the reason. No headings (the output of
@@ -751,7 +752,7 @@ def _note(c: Dict, vals, res: List[Dict], root) -> str:
     return "\n".join([f"- `{c['id']}` ({c['where']}). {c['claim']}"] + [f"  - {_cell(x)}" for x in subs])
 
 
-def counts_markdown(claims: Sequence[Dict] = None) -> str:
+def counts_markdown(claims: Optional[Sequence[Dict]] = None) -> str:
     """A Markdown table of the number of claims per status, per paper, and per kind of test."""
     claims = CLAIMS if claims is None else claims
     per = {"paper A": counts([c for c in claims if c["paper"] == "A"]),
@@ -765,7 +766,7 @@ def counts_markdown(claims: Sequence[Dict] = None) -> str:
     return "\n".join(rows)
 
 
-def open_claims(claims: Sequence[Dict] = None, root=None) -> List[Dict]:
+def open_claims(claims: Optional[Sequence[Dict]] = None, root=None) -> List[Dict]:
     """The claims a further run could decide (every "not reproduced yet" and every claim with a
     ``decide``): ``[{"id", "status", "claim", "decide"}]``, the decide text computed from the record."""
     claims = CLAIMS if claims is None else claims
@@ -773,7 +774,7 @@ def open_claims(claims: Sequence[Dict] = None, root=None) -> List[Dict]:
             for c in claims if c["status"] == "not reproduced yet" or c.get("decide")]
 
 
-def pending(claims: Sequence[Dict] = None) -> Dict[str, List[str]]:
+def pending(claims: Optional[Sequence[Dict]] = None) -> Dict[str, List[str]]:
     """Claim ids waiting for a new run, by the stable record name that will decide them."""
     claims = CLAIMS if claims is None else claims
     out: Dict[str, List[str]] = {}

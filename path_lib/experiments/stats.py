@@ -151,7 +151,7 @@ def _check_level(level: float) -> None:
 def bootstrap_interval(values: Sequence[float], level: float = 0.9, exact_max: int = 100_000,
                        n_resamples: int = 20_000, seed: int = 0) -> Tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``values`` [n] at ``level`` (two-sided).
-    Exact enumeration of the resamples when there are at most ``exact_max`` distinct ones (n <= 9),
+    Exact enumeration of the resamples when there are at most ``exact_max`` distinct ones (n <= 10),
     else ``n_resamples`` draws of ``random.Random(seed)``."""
     x = _floats(values, "values")
     _check_level(level)
