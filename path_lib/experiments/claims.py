@@ -658,7 +658,9 @@ def counting_sentence(claims: Optional[Sequence[Dict]] = None) -> str:
     return (f"Of the {len(claims)} claims, {sum(real.values())} are real tests at this scale: {agree(real)} agree "
             f"with the paper ({real['reproduced']} fully, {real['reproduced in direction only']} in direction only) "
             f"and {real['not reproduced']} do not. {sum(cert.values())} have an outcome that was certain at this "
-            f"scale ({agree(cert)} agree), and {sum(n['untested'].values())} are untested here.")
+            f"scale ({agree(cert)} agree), and {sum(n['untested'].values())} are untested here. A comparison over "
+            f"seeds agrees when its exact one-sided p is at most {E.p_text(LEVEL)}, the smallest that three paired "
+            "seeds allow: every seed must agree.")
 
 
 def format_value(v: Dict) -> str:
