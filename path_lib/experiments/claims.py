@@ -97,7 +97,8 @@ _ff = E._ff
 def _t(label, a, b, paper, *, margin=None, shift=0.0, relative=False, certain=None):
     """A test over seeds: the difference ``a - b`` per seed (``a / b - 1`` if ``relative``), minus
     ``shift``, is above zero (``paper`` ``">"``), below it (``"<"``) or inside ``margin`` (``"within"``);
-    ``b`` is a side or a number. ``certain``: why the outcome was certain at this scale, if it was."""
+    ``b`` is a side or a number. ``certain``: why the outcome was certain at this scale, if it was.
+    Every test is stated in the paper's direction, so that "holds" means "agrees with the paper"."""
     return {"label": label, "a": a, "b": b, "paper": paper, "margin": margin, "shift": shift,
             "relative": relative, "certain": certain}
 
