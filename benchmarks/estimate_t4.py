@@ -228,7 +228,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/chapter_estimates_t4.json"))
     args = ap.parse_args(argv)
     from path_lib.experiments import hardware
-    from path_lib.experiments.provenance import write_result
+    from path_lib.records import write_result
 
     cpu = json.loads(Path(args.cpu_record).read_text())
     if not str(cpu["provenance"]["device"]).upper().startswith("CPU") or cpu.get("preset") != "tiny":

@@ -230,7 +230,7 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
                   command: str = "") -> list:
     """Every page with every preset, without a checkout; one record per preset in ``out_dir``.
     Returns the records' paths."""
-    from path_lib.experiments.provenance import write_result
+    from path_lib.records import write_result
 
     written = []
     with tempfile.TemporaryDirectory(prefix="book_reader_") as tmp, serve_records(ROOT) as base:

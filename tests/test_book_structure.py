@@ -140,14 +140,9 @@ def test_code_cells_are_short(path):
 
 
 #: The widest code line a chapter may have. At a 1280 px window the content column is about 684 px;
-#: a code box pads 16 px on each side, and 14 px monospace (DejaVu Sans Mono, Menlo) is 8.43 px a
-#: character, so 77 characters fit and 80 already scroll (tests/test_book_browser.py measures it).
-MAX_CODE_LINE_CHARS = 77
-
-#: Chapters whose widths are being fitted on other branches (remove each once merged).
-WIDTHS_ON_OTHER_BRANCHES = {"book/part3/07_kernel.ipynb", "book/part3/08_decoding.ipynb",
-                            "book/part3/09_precision.ipynb", "book/part3/10_speed.ipynb",
-                            "book/part3/10b_scale_out.ipynb", "book/part4/13_claims.ipynb"}
+#: a code box pads 16 px on each side, and the book shows code at 13 px (book/_static/path_book.css),
+#: about 7.8 px a character, so 80 characters fit (tests/test_book_browser.py measures it).
+MAX_CODE_LINE_CHARS = 80
 
 
 def wide_code_lines(nb: dict, limit: int = MAX_CODE_LINE_CHARS) -> list[str]:
@@ -160,15 +155,12 @@ def wide_code_lines(nb: dict, limit: int = MAX_CODE_LINE_CHARS) -> list[str]:
 
 def test_wide_code_lines_are_found():
     cell = lambda text: {"cell_type": "code", "source": text}
-    nb = {"cells": [cell("x" * 90), cell("ok = 1\n" + "y" * 78), cell("z" * 77)]}
+    nb = {"cells": [cell("x" * 90), cell("ok = 1\n" + "y" * 81), cell("z" * 80)]}
     found = wide_code_lines(nb)
-    assert len(found) == 1 and "cell 1" in found[0] and "line 2: 78 characters" in found[0]
+    assert len(found) == 1 and "cell 1" in found[0] and "line 2: 81 characters" in found[0]
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    reason="fitted on another branch", strict=False))
-    if str(p.relative_to(ROOT)) in WIDTHS_ON_OTHER_BRANCHES else p for p in TOC_NOTEBOOKS],
-    ids=[str(p.relative_to(ROOT)) for p in TOC_NOTEBOOKS])
+@pytest.mark.parametrize("path", TOC_NOTEBOOKS, ids=[str(p.relative_to(ROOT)) for p in TOC_NOTEBOOKS])
 def test_code_lines_fit_the_page(path):
     wide = wide_code_lines(json.loads(path.read_text()))
     assert not wide, (f"code lines wider than {MAX_CODE_LINE_CHARS} characters (they scroll sideways at "

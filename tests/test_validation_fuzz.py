@@ -27,7 +27,8 @@ import torch
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from helpers import numpy_path_attention
-from path_lib.reference.attention import (alibi_attention, alibi_slopes, apply_rope, fox_attention, path_attention,
+from path_lib.impl import path_attention
+from path_lib.reference.attention import (alibi_attention, alibi_slopes, apply_rope, fox_attention,
                                           path_logits, rope_attention, softmax_attention)
 from path_lib.decoding import PaTHCache, decode_path_attention, keys_to_end, prefill
 from path_lib.reference.householder import (block_product, boundary_adjusted_keys, boundary_adjusted_queries,

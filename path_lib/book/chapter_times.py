@@ -95,11 +95,11 @@ def collect_times(records: Dict[str, Optional[dict]]) -> dict:
 
 
 def load_times(load: Optional[Callable[[str], dict]] = None) -> dict:
-    """:func:`collect_times` of the records as the chapters load them (``path_lib.book.notebook.load_result``:
+    """:func:`collect_times` of the records as the chapters load them (``path_lib.records.load_result``:
     the checkout's files, or the repository's raw files without a checkout); a missing or unreachable
     record is left out. ``load`` replaces the loader (tests)."""
     if load is None:
-        from .notebook import load_result as load
+        from ..records import load_result as load
     names = dict(TIMES_RECORDS, estimate=ESTIMATE_RECORD, legacy_gpu=LEGACY_GPU_RECORD)
     records = {}
     for name, rel in names.items():

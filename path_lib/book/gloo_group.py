@@ -16,7 +16,7 @@ from typing import Dict
 import torch
 
 from ..distributed import context_parallel_path_attention, summary_numel
-from ..reference.attention import path_attention
+from ..impl import path_attention
 from ..validation import check_int
 
 __all__ = ["run_gloo_group", "self_check_rank", "free_port"]
