@@ -1,6 +1,7 @@
 # Two entry points (see README):
 #   make book   set up .venv, build the book with every notebook executed, print index.html
-#   make test   set up .venv, build the book if it is out of date, get Chromium, run the linter (ruff), run pytest
+#   make test   set up .venv, build the book if it is out of date, get Chromium, run the linter (ruff), the type
+#               checker (mypy, settings in pyproject.toml), run pytest
 # Any Sphinx warning, cell error or failing test fails the target.
 
 SHELL      := /bin/bash
@@ -51,6 +52,7 @@ $(CHROMIUM):
 
 test: $(BUILD_STAMP) | $(CHROMIUM)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) tests
 
 clean:

@@ -26,10 +26,10 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     "$PY" -m pip install -q "$TORCH_SPEC"
 fi
 
-want="$(cat requirements.txt pyproject.toml scripts/setup_env.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt constraints.txt pyproject.toml scripts/setup_env.sh | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
-    echo "setup_env: installing requirements.txt and the project (editable)"
-    "$PY" -m pip install -q -r requirements.txt
+    echo "setup_env: installing requirements.txt (versions from constraints.txt) and the project (editable)"
+    "$PY" -m pip install -q -r requirements.txt -c constraints.txt   # pinned: upgrades are commits
     "$PY" -m pip install -q --no-deps -e .   # deps are in requirements.txt; keeps torch untouched
     "$PY" -m pip check || echo "setup_env: warning: pip check reports conflicts (see above)"
     echo "$want" > "$STAMP"
