@@ -156,3 +156,14 @@ def test_optional_result_loads_a_record_or_says_it_is_missing(capsys):
     assert rec is not None and "provenance" in rec and rec["rows"]
     assert optional_result("benchmarks/results/no_such_record.json", "profile") is None
     assert "No recorded profile (no_such_record.json)." in capsys.readouterr().out
+
+
+def test_design_describes_the_verified_kernels():
+    """benchmarks/DESIGN.md's opening names the verified code (hash prefix), its sweep's commit and its
+    coverage, as the sweep record says (the document drifted once: v17 and "24 of 24" against v22 and 25)."""
+    import path_lib.kernels
+    rec = json.loads((ROOT / path_lib.kernels.VERIFIED_BY).read_text())
+    opening = (ROOT / "benchmarks" / "DESIGN.md").read_text().split("## ", 1)[0]
+    assert f"`{path_lib.kernels._VERIFIED_CODE_SHA256[:8]}...`" in opening
+    assert f"commit {rec['provenance']['commit'][:7]}" in opening
+    assert f"{rec['passed']} of {rec['total']}" in opening
