@@ -9,8 +9,9 @@ triton is imported, so without it this module runs itself in a subprocess that h
 skipped where triton is missing. Examples are drawn deterministically (``derandomize``) and few: the
 interpreter runs every program of a launch in Python.
 
-Known gaps, not fuzzed (``KNOWN_GAPS``): their code is hashed for the GPU gate (``_path.py``), where a
-change needs a new GPU sweep, or lives in ``path_lib/kernels/__init__.py``, outside this change.
+The public entry points of ``path_lib.kernels`` check ``check_values``, ``T``, ``D``, the device and
+``code_text``'s source themselves (``kernels/path_lib/kernels/__init__.py``), so the hashed launcher
+(``_path.py``) is unchanged: ``test_public_entry_points_name_their_bad_arguments``.
 """
 from __future__ import annotations
 
@@ -32,15 +33,6 @@ f64, f32 = torch.float64, torch.float32
 FEW = settings(max_examples=20, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 TRUTHY = (1, 0, "yes", 1.0)
-#: inputs that are accepted or fail with a raw error today, in code this fuzz cannot change
-KNOWN_GAPS = {
-    "path_attention, transform_keys_to_end": "check_values is read as a truth value (1 passes as True)",
-    "kernel_config, blocking": "a T <= 0, a bool, float or tensor T are accepted; an int or unknown device name "
-                               "raises torch's RuntimeError",
-    "code_text": "a non-str source raises AttributeError",
-}
-
-
 @outside_interpreter
 def test_under_triton_interpreter():
     from helpers import run_module_under_interpreter
@@ -89,7 +81,7 @@ def test_configuration_helpers(data):
 
     def tiles(cfg):
         assert cfg.n_blocks == math.ceil(T / cfg.block) and cfg.n_segments == math.ceil(cfg.n_blocks / cfg.seg_blocks)
-    if which == "kernel_config":                    # valid arguments only: see KNOWN_GAPS
+    if which == "kernel_config":                    # valid arguments (bad ones: the test below)
         device = data.draw(st.sampled_from([K.H200, K.A100, K.T4, K.CPU]))
         judge(lambda: K.kernel_config(device, torch.float32 if device is K.CPU else torch.bfloat16, D, T), (), tiles)
     elif which == "blocking":
@@ -271,3 +263,32 @@ def test_short_conv_and_teaching_kernels(data):
     judge(lambda: teaching_path_attention(q, k, v, w, beta, block_size=block), bad,
           lambda o: close(o, numpy_path_attention(q, k, v, w, beta), 2e-4))
 
+
+
+def test_public_entry_points_name_their_bad_arguments():
+    """Truthy non-bools, non-positive or non-int sizes, a CUDA device where there is none and a non-str
+    source are named errors, raised before anything is launched."""
+    import path_lib.kernels as K
+    q, k, v, w, beta, _ = random_path_inputs(1, 4, 2, 2, 32, dtype=f32)
+    for flag in TRUTHY:
+        with pytest.raises(TypeError, match="check_values"):
+            K.path_attention(q, k, v, w, beta, check_values=flag)
+        with pytest.raises(TypeError, match="check_values"):
+            K.transform_keys_to_end(k, w, beta, check_values=flag)
+    for T in (0, -3, True, 4.0, torch.tensor(8)):
+        with pytest.raises(ValueError, match="T must be a positive int"):
+            K.kernel_config(K.H200, torch.bfloat16, 64, T)
+        with pytest.raises(ValueError, match="T must be a positive int"):
+            K.blocking(T, 64)
+    with pytest.raises(ValueError, match="D must be"):
+        K.kernel_config(K.H200, torch.bfloat16, 0, 64)
+    with pytest.raises(ValueError, match="not a device name"):
+        K.kernel_config("gpu7", torch.bfloat16, 64, 64)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            K.kernel_config("cuda", torch.bfloat16, 64, 64)
+    with pytest.raises(TypeError, match="dtype"):
+        K.kernel_config(K.H200, "bf16", 64, 64)
+    with pytest.raises(TypeError, match="source must be a str"):
+        K.code_text(b"x = 1")
+    assert K.kernel_config(K.H200, torch.bfloat16, 64, 4096).block == K.blocking(4096, 64)[0]

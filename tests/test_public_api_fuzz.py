@@ -1118,9 +1118,9 @@ FUZZED = {
     "path_lib.kernels.teaching": {"teaching_path_attention"},
 }
 
-#: single names not fuzzed, and why (the kernels' records and internals; see test_kernels_fuzz.KNOWN_GAPS)
+#: single names not fuzzed, and why (the kernels' records and internals)
 EXEMPT = {
-    ("path_lib.kernels", "code_text"): "known gap: a non-str source raises AttributeError (kernels/__init__.py)",
+    ("path_lib.kernels", "code_text"): "checked in tests/test_kernels_fuzz.py (a non-str source is a TypeError)",
     **{("path_lib.kernels", name): "a record that kernel_config / env_overrides / fallback_state build (a dataclass "
                                    "in the hashed _path.py, without checks of its own); fuzzed through them"
        for name in ("KernelConfig", "Warps", "Stages", "DeviceInfo", "Overrides", "FallbackState")},

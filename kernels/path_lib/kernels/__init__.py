@@ -29,9 +29,11 @@ import re
 from pathlib import Path
 
 from ._path import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, FallbackState, KernelConfig, Overrides,
-                    Stages, Warps, env_overrides, fallback_state, kernel_config, path_attention,
-                    transform_keys_to_end)
+                    Stages, Warps, env_overrides, fallback_state)
 from ._path import backward_slices as _backward_slices
+from ._path import kernel_config as _kernel_config
+from ._path import path_attention as _path_attention
+from ._path import transform_keys_to_end as _transform_keys_to_end
 
 __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
            "VERIFIED_BY", "sources_sha256", "code_sha256", "code_text", "blocking", "kernel_config",
@@ -68,6 +70,8 @@ def code_text(source: str) -> str:
     spaces stripped: what the verification gate hashes, so that fixing a comment or a docstring does
     not void a GPU sweep, while any change to code does. Independent of the Python version (3.10 to 3.13
     tokenise comments alike; the docstrings are found by position through ``ast``)."""
+    if not isinstance(source, str):
+        raise TypeError(f"code_text: source must be a str, got {type(source).__name__}")
     import ast
     import io
     import tokenize
@@ -124,6 +128,59 @@ def code_sha256() -> str:
 #: then ``PaTHAttention(backend="auto")`` falls back to the blockwise PyTorch path with a warning on
 #: CUDA (``backend="triton"`` still asks for the kernels explicitly).
 GPU_VERIFIED = code_sha256() == _VERIFIED_CODE_SHA256
+
+
+def _check_flag(x, name: str) -> None:
+    if not isinstance(x, bool):
+        raise TypeError(f"{name} must be a bool, got {type(x).__name__}")
+
+
+def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, check_values: bool = True,
+                   block_size=None, seg_blocks=None):
+    """Causal PaTH attention (PaTH-FoX with a gate) with Triton kernels: q ``[B, T, Hq, D]``; k, v, w
+    ``[B, T, Hk, D]`` (w float32); beta ``[B, T, Hk]`` float32; g ``[B, T, Hq]`` float32 or None ->
+    ``[B, T, Hq, D]`` in q's dtype, differentiable in every input (see ``_path.path_attention``).
+    ``check_values`` must be a bool (a ``TypeError`` otherwise)."""
+    _check_flag(check_values, "check_values")
+    return _path_attention(q, k, v, w, beta, g, scale=scale, cu_seqlens=cu_seqlens, check_values=check_values,
+                           block_size=block_size, seg_blocks=seg_blocks)
+
+
+def transform_keys_to_end(k, w, beta, cu_seqlens=None, *, check_values: bool = True):
+    """Keys moved to the end of their sequence, ``k_j -> H_{T-1} ... H_{j+1} k_j``: k, w ``[B, T, Hk, D]``,
+    beta ``[B, T, Hk]`` -> ``[B, T, Hk, D]``. ``check_values`` must be a bool."""
+    _check_flag(check_values, "check_values")
+    return _transform_keys_to_end(k, w, beta, cu_seqlens, check_values=check_values)
+
+
+def _check_positive_int(x, name: str) -> None:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise ValueError(f"{name} must be a positive int, got {x!r}")
+
+
+def kernel_config(device, dtype, D: int, T: int, forward_only: bool = False, *, block_size=None,
+                  seg_blocks=None) -> KernelConfig:
+    """The launch configuration of :func:`path_attention` for q of ``dtype``, head dim ``D`` and sequence
+    length ``T`` on ``device`` (a ``torch.device``, its name, or a :class:`DeviceInfo` such as ``H200``);
+    see ``_path.kernel_config``. Bad arguments raise ``TypeError`` / ``ValueError`` naming them."""
+    import torch
+    _check_positive_int(D, "D")
+    _check_positive_int(T, "T")
+    _check_flag(forward_only, "forward_only")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"kernel_config: dtype must be a torch.dtype, got {type(dtype).__name__}")
+    if isinstance(device, str):
+        try:
+            device = torch.device(device)
+        except RuntimeError as e:
+            raise ValueError(f"kernel_config: device {device!r} is not a device name ({e})") from None
+    if not isinstance(device, (DeviceInfo, torch.device)):
+        raise TypeError(f"kernel_config: device must be a torch.device, a device name or a DeviceInfo, "
+                        f"got {type(device).__name__}")
+    if isinstance(device, torch.device) and device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"kernel_config: device {str(device)!r} is CUDA, and CUDA is not available here "
+                         "(describe one by hand instead: H200, A100, T4)")
+    return _kernel_config(device, dtype, D, T, forward_only, block_size=block_size, seg_blocks=seg_blocks)
 
 
 def backward_slices(device, cfg: KernelConfig, batch: int, key_heads: int) -> int:
