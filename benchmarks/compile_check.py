@@ -26,10 +26,10 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-import path_lib.kernels._path as _path  # noqa: E402
+import path_lib.kernels._config as _config  # noqa: E402
 import path_lib.kernels._triton_kernels as K  # noqa: E402
 
-# what the single-segment mode launches besides the forward and block kernels (kernels/path_lib/kernels/_path.py)
+# what the single-segment mode launches besides the forward and block kernels (_precompute.py, _backward.py)
 SINGLE_SEGMENT_KERNELS = ("_delta_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_a_kernel", "_ut_kernel",
                           "_prep_kernel", "_bwd_block_kernel")
 SCALARS = dict(scale="fp32", T="i32", NB="i32", NS="i32", SB="i32", GROUP="i32")
@@ -79,21 +79,21 @@ def device_for(arch, smem=None):
     """The device the launcher would configure for (``path_lib.kernels.DeviceInfo``): compute capability from
     ``arch``, opt-in shared memory from ``smem`` or ``ARCH_SMEM``."""
     smem = smem or ARCH_SMEM.get(arch) or (232448 if arch >= 90 else 101376)
-    return _path.DeviceInfo("cuda", (arch // 10, arch % 10), smem, f"sm_{arch}")
+    return _config.DeviceInfo("cuda", (arch // 10, arch % 10), smem, f"sm_{arch}")
 
 
 def launch_config(arch, dtype, D, BT=None, smem=None):
-    """The launcher's ``KernelConfig`` (``kernels/path_lib/kernels/_path.py:kernel_config``) on a device of this architecture,
+    """The launcher's ``KernelConfig`` (``kernels/path_lib/kernels/_config.py:kernel_config``) on a device of this architecture,
     at block length ``BT`` (default: what the device's shared memory gives at 64 / 32, i.e. 64 for half,
     32 for float32 on a big GPU; e.g. 32 / 16 for a T4's 64 KB), for a sequence of 16 segments of 16
     blocks (the rows per program of the shipped tables tile it)."""
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     BT = BT or (64 if dtype != "fp32" else 32)
-    return _path.kernel_config(device_for(arch, smem), torch_dtype, D, 256 * BT, block_size=BT, seg_blocks=16)
+    return _config.kernel_config(device_for(arch, smem), torch_dtype, D, 256 * BT, block_size=BT, seg_blocks=16)
 
 
 def configs(arch, dtype, D, BT=None, smem=None):
-    """The configuration kernels/path_lib/kernels/_path.py picks on a device of this architecture (``launch_config``):
+    """The configuration kernels/path_lib/kernels/_config.py picks on a device of this architecture (``launch_config``):
     ``(BT, [(kernel, pointer dtypes by parameter, constexprs, num_warps, num_stages), ...])``."""
     cfg = launch_config(arch, dtype, D, BT, smem)
     BT, w, st = cfg.block, cfg.warps, cfg.stages

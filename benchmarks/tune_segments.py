@@ -4,7 +4,7 @@ several segment lengths ``SB`` (blocks per segment) and per-kernel warp counts, 
 forward+backward, in one GPU call. ``SB`` moves work between the per-segment intra kernel (pairs inside
 a segment, sequential per segment) and the inter-segment kernels (plain attention against the keys
 moved to their segment's end, one ``D x D`` product per segment); the library's default is
-``path_lib.kernels._path._segments``. Warp counts are set through ``PATH_KERNELS_WARPS``.
+``path_lib.kernels._config._segments``. Warp counts are set through ``PATH_KERNELS_WARPS``.
 
     PYTHONPATH=. python3 benchmarks/tune_segments.py --out benchmarks/results/tune_segments.json
 """
@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import path_lib.kernels  # noqa: E402
 from benchmarks.bench_path import bench_one, make  # noqa: E402
-from path_lib.kernels._path import _segments  # noqa: E402
+from path_lib.kernels._config import _segments  # noqa: E402
 from path_lib.records import write_result  # noqa: E402
 
 

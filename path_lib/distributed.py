@@ -105,7 +105,7 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 def _local_gate_cumsum(g: Optional[torch.Tensor], dt: torch.dtype) -> Optional[torch.Tensor]:
     """The chunk's own gate cumsum, ``g [B, L, Hq]`` -> ``G [B, Hq, L]`` in ``dt`` (None for None), summed
-    along the contiguous last dim of a heads-first copy (as ``kernels._path._gate_cumsum``: torch's scan
+    along the contiguous last dim of a heads-first copy (as ``kernels._api._gate_cumsum``: torch's scan
     along the strided time dim of ``[B, L, H]`` runs only ``B * H`` scans in parallel)."""
     return None if g is None else torch.cumsum(g.to(dt).transpose(1, 2).contiguous(), dim=-1)
 

@@ -1,5 +1,5 @@
 """benchmarks/compile_check.py compiles each kernel at the configuration the launcher would pick on a
-given architecture; it asks kernels/path_lib/kernels/_path.py (``kernel_config``) for the warps, stages and splits
+given architecture; it asks kernels/path_lib/kernels/_config.py (``kernel_config``) for the warps, stages and splits
 instead of keeping a copy."""
 import inspect
 import sys
@@ -28,12 +28,12 @@ def no_overrides(monkeypatch):
 ])
 def test_configs_follow_the_launcher(arch, dtype, D, kernel, warps, no_overrides):
     from benchmarks.compile_check import configs, device_for
-    from path_lib.kernels import _path
+    from path_lib.kernels import _config
     BT, jobs = configs(arch, dtype, D)
     found = {fn.fn.__name__: (ce, w, st) for fn, _, ce, w, st in jobs}
     assert found[kernel][1] == warps
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
-    cfg = _path.kernel_config(device_for(arch), torch_dtype, D, 256 * BT, block_size=BT, seg_blocks=16)
+    cfg = _config.kernel_config(device_for(arch), torch_dtype, D, 256 * BT, block_size=BT, seg_blocks=16)
     assert BT == cfg.block == (64 if dtype != "fp32" else 32)
     assert found["_bwd_inter_q_kernel"][0]["DC"] == cfg.seg_split
     assert found["_bwd_block_kernel"][0]["DC"] == cfg.block_cols
@@ -59,10 +59,10 @@ def test_row_tables_apply_at_the_measured_block_length_only(no_overrides):
     """128-row programs (key side, query side, forward's earlier segments) were measured at BT = 64 on an
     H200; smaller blocks (GPUs with less shared memory, e.g. a T4) and float32 keep one block per program,
     and so does a segment length that the rows do not tile."""
-    from path_lib.kernels import _path
+    from path_lib.kernels import _config
 
     def rows(D, BT, SB, NB, dtype=torch.bfloat16):
-        cfg = _path.kernel_config(_path.H200, dtype, D, NB * BT, block_size=BT, seg_blocks=SB)
+        cfg = _config.kernel_config(_config.H200, dtype, D, NB * BT, block_size=BT, seg_blocks=SB)
         return cfg.key_rows, cfg.query_rows, cfg.fwd_rows
 
     assert rows(128, 64, 16, 256) == (128, 128, 128)

@@ -199,7 +199,7 @@ def test_bad_sizes_raise(bad):
 
 
 def _segmented_forward(q, k, v, w, beta, L, SB):
-    """The kernel's forward (kernels/path_lib/kernels/_triton_kernels.py:_fwd_kernel), tile for tile in torch, one head.
+    """The kernel's forward (kernels/path_lib/kernels/_triton_forward.py:_fwd_kernel), tile for tile in torch, one head.
 
     Inputs ``[T, D]`` with T a multiple of L; returns (output, matmul flops of the kernel part)."""
     T, D = q.shape
@@ -284,11 +284,11 @@ def test_kernel_backward_memory_is_linear_and_below_checkpointing():
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("BT", [16, 32, 64])
 def test_default_seg_blocks_matches_the_kernels_choice(T, D, BT):
-    """The cost model's segment length must be the kernel's (kernels/path_lib/kernels/_path.py:_segments)."""
-    _path = pytest.importorskip("path_lib.kernels._path")
-    segments = getattr(_path, "_segments", None)
+    """The cost model's segment length must be the kernel's (kernels/path_lib/kernels/_config.py:_segments)."""
+    _config = pytest.importorskip("path_lib.kernels._config")
+    segments = getattr(_config, "_segments", None)
     if segments is None:
-        pytest.skip("path_lib.kernels._path._segments is not there")
+        pytest.skip("path_lib.kernels._config._segments is not there")
     assert segments(max(1, -(-T // BT)), BT, D) == costs.default_seg_blocks(T, D, BT)
 
 

@@ -1,5 +1,5 @@
 """The launch configuration (``path_lib.kernels.kernel_config`` -> ``path_lib.kernels.KernelConfig``) chooses exactly what
-the launcher chose before it was one object: the functions of ``kernels/path_lib/kernels/_path.py`` as of the v16 sweep
+the launcher chose before it was one object: the functions of ``kernels/path_lib/kernels/_path.py`` (now ``_config.py``) as of the v16 sweep
 (commit 967fe53: ``_config``, ``_aux_warps``, ``_stages``, ``_rows`` and the split functions,
 ``_dtypes``, ``_block_prec``, ``_fp32_prec``, with their tables) are copied below as the oracle, and the
 builder must agree with them field by field on a grid of devices (an H200, an A100, an sm_86 and a T4,
@@ -22,7 +22,8 @@ import pytest
 import torch
 
 import path_lib.kernels
-from path_lib.kernels import _path as kp
+from path_lib.kernels import _config as kp
+from path_lib.kernels._launch import _launch
 
 
 # ------------------------------------------------------------------------------------------------
@@ -331,13 +332,13 @@ def test_a_lowered_pipeline_is_remembered_and_consulted(clean):
                 if kwargs["num_stages"] > 2:
                     raise triton.runtime.errors.OutOfResources(240000, 232448, "shared memory")
             return launch
-    kp._launch(Kernel(), (1, 1), cfg, "inter_q", QR=cfg.query_rows)
+    _launch(Kernel(), (1, 1), cfg, "inter_q", QR=cfg.query_rows)
     assert tried == [3, 2]
     again = kp.kernel_config(device, torch.bfloat16, 128, 4096)
     assert again.stages.inter_q == 2 and again.stages.inter_kv == 3
     assert any("stages inter_q 2" in n for n in again.notes)
     tried.clear()
-    kp._launch(Kernel(), (1, 1), again, "inter_q", QR=again.query_rows)
+    _launch(Kernel(), (1, 1), again, "inter_q", QR=again.query_rows)
     assert tried == [2]
     # another head dim, or another device, is not affected
     assert kp.kernel_config(device, torch.bfloat16, 64, 4096).stages.inter_q == 3

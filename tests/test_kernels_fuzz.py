@@ -11,7 +11,7 @@ interpreter runs every program of a launch in Python.
 
 The public entry points of ``path_lib.kernels`` check ``check_values``, ``T``, ``D``, the device and
 ``code_text``'s source themselves (``kernels/path_lib/kernels/__init__.py``), so the hashed launcher
-(``_path.py``) is unchanged: ``test_public_entry_points_name_their_bad_arguments``.
+(``_api.py``) is unchanged: ``test_public_entry_points_name_their_bad_arguments``.
 """
 from __future__ import annotations
 

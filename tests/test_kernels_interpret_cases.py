@@ -96,7 +96,7 @@ def test_gradients_with_row_and_column_splits(split, monkeypatch):
     """The backward's segment kernel on row blocks of its D x D state, and the block kernel and the
     diagonal-block kernel on column chunks of the head dim (what D = 128 uses on a GPU), here at D = 32
     split in halves."""
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels import _config as kp
     if split in ("seg_split", "all"):
         monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
     if split in ("block_cols", "all"):
@@ -116,7 +116,7 @@ def test_gradients_with_two_blocks_of_keys_per_program(T, seg, monkeypatch):
     accumulated in column chunks: here BT = 16, 32 rows, 10 blocks in segments of 4 (pairs tile the
     segments, partial last segment); with segments of 3 a pair would straddle two segments, so the
     launcher falls back to one block."""
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels import _config as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "key_rows=32")
     monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
     assert kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg).key_rows == (
@@ -147,13 +147,14 @@ def test_forward_with_earlier_segments_in_a_second_kernel(T, seg, gate, monkeypa
     """The forward split in two (what half-precision D = 128 uses on a GPU): _fwd_kernel for the
     diagonal block and own segment, _fwd_inter_kernel for the earlier segments on 2 BT query rows per
     program, from the partial results. BT = 16, 32 rows; segments of 3 fall back to the one kernel."""
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels import _config as kp
+    from path_lib.kernels import _forward
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "fwd_rows=32")
     cfg = kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg)
     assert cfg.fwd_rows == (32 if seg % 2 == 0 else 16) and cfg.fwd_split == (seg % 2 == 0)
     launched = []
-    real = kp._launch
-    monkeypatch.setattr(kp, "_launch", lambda kernel, *a, **kw: (launched.append(kernel.fn.__name__),
+    real = _forward._launch
+    monkeypatch.setattr(_forward, "_launch", lambda kernel, *a, **kw: (launched.append(kernel.fn.__name__),
                                                                   real(kernel, *a, **kw))[1])
     _check_against_reference(1, T, 4, 2, 32, gate, 16, seg, seed=103 + seg)
     assert ("_fwd_inter_kernel" in launched) == (seg % 2 == 0)
@@ -164,7 +165,7 @@ def test_gradients_with_two_blocks_of_queries_per_program(T, seg, monkeypatch):
     """The query side on 2 BT query rows per program (what half-precision D = 128 uses on a GPU), its
     dSeg in column chunks: BT = 16, 32 rows, 10 blocks in segments of 4; with segments of 3 the
     launcher falls back to one block."""
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels import _config as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "query_rows=32")
     monkeypatch.setattr(kp, "_SEG_SPLIT", {32: 16})
     assert kp.kernel_config("cpu", torch.float32, 32, T, block_size=16, seg_blocks=seg).query_rows == (
@@ -173,7 +174,7 @@ def test_gradients_with_two_blocks_of_queries_per_program(T, seg, monkeypatch):
 
 
 def test_split_override_is_parsed_and_checked(monkeypatch):
-    from path_lib.kernels import _path as kp
+    import path_lib.kernels as kp
     monkeypatch.setenv("PATH_KERNELS_SPLIT", "seg_split=16, block_cols=64")
     cfg128 = kp.kernel_config("cpu", torch.float32, 128, 64)
     assert cfg128.seg_split == 16 and cfg128.block_cols == 64
@@ -195,10 +196,11 @@ def test_backward_in_batch_slices(B, T, Hq, Hk, seg, slices, monkeypatch):
     """v22: the backward on batch slices (``PATH_KERNELS_BWD_SLICES``), each writing its rows of the
     gradients: against the float64 reference, and equal bit for bit to the backward in one slice (the
     same kernels on views of the same rows)."""
-    from path_lib.kernels import _path as kp
+    import path_lib.kernels as kp
+    from path_lib.kernels import _backward
     counts = []
-    real = kp._backward_slice
-    monkeypatch.setattr(kp, "_backward_slice", lambda saved, *a, **kw: (counts.append(saved[0].shape[0]),
+    real = _backward._backward_slice
+    monkeypatch.setattr(_backward, "_backward_slice", lambda saved, *a, **kw: (counts.append(saved.q.shape[0]),
                                                                         real(saved, *a, **kw))[1])
     monkeypatch.setenv("PATH_KERNELS_BWD_SLICES", str(slices))
     _check_against_reference(B, T, Hq, Hk, 32, True, 16, seg, seed=300 + B)
@@ -219,7 +221,7 @@ def test_backward_slices_rule_and_override(monkeypatch):
     at T <= 16384 and D = 128 at T = 1024 are sliced, one slice where the narrowest launches would fall
     under four programs per multiprocessor, or where the multiprocessors are unknown (the interpreter);
     the override is capped at the batch and checked."""
-    from path_lib.kernels import _path as kp
+    import path_lib.kernels as kp
     monkeypatch.delenv("PATH_KERNELS_BWD_SLICES", raising=False)
     got = {(D, T): kp.backward_slices(kp.H200, kp.kernel_config(kp.H200, torch.bfloat16, D, T),
                                       max(1, 32768 // T), 2048 // D)
@@ -252,11 +254,11 @@ def test_backward_slices_rule_and_override(monkeypatch):
 def test_single_segment_skips_the_segment_kernels(monkeypatch):
     """One segment (NS == 1): no segment products are computed (v6: this is what lets fp16 at D = 128
     run on a T4's shared memory), and the results still match the reference."""
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels import _backward, _precompute
     launched = []
-    real_run = kp._run
-    monkeypatch.setattr(kp, "_run", lambda kern, *a, **kw: (launched.append(kern.fn.__name__),
-                                                           real_run(kern, *a, **kw))[1])
+    for module in (_precompute, _backward):      # every launch of a non-attention kernel goes through _run
+        monkeypatch.setattr(module, "_run", lambda kern, *a, real=module._run, **kw: (
+            launched.append(kern.fn.__name__), real(kern, *a, **kw))[1])
     _check_against_reference(1, 40, 2, 1, 32, True, 16, 3, seed=5)
     assert "_seg_fwd_kernel" not in launched and "_seg_bwd_kernel" not in launched
     assert "_bwd_block_kernel" in launched
@@ -304,14 +306,14 @@ def test_transform_keys_to_end(T, cu):
     block-level torch path that CPUs without the interpreter (and devices where a kernel does not fit)
     take."""
     import path_lib.kernels
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels import _keys_to_end
     _, k, _, w, beta, _ = _inputs(1, T, 2, 2, 32, False, seed=11)
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
     out = path_lib.kernels.transform_keys_to_end(k, w, beta, cu_seqlens=cu_t)
     ref = _keys_to_end_reference(k, w, beta, cu if cu is not None else [0, T])
     _close(out, ref, name="keys")
     if cu is None:
-        _close(kp._keys_to_end_torch(k, w, beta), ref, name="keys (torch path)")
+        _close(_keys_to_end._keys_to_end_torch(k, w, beta), ref, name="keys (torch path)")
 
 
 def _bad(**over):
@@ -377,8 +379,9 @@ def test_out_of_shared_memory_falls_back_to_smaller_blocks(monkeypatch):
     """A kernel that does not fit the device's shared memory (OutOfResources at launch) makes the
     forward and the backward retry with half the block length (the backward recomputes the factors)."""
     import triton
-    import path_lib.kernels._path as kp
-    real_fwd, real_bwd = kp._forward_impl, kp._backward_impl
+    import path_lib.kernels as kp
+    from path_lib.kernels import _autograd, _config
+    real_fwd, real_bwd = _autograd._forward_impl, _autograd._backward_impl
     seen = []
 
     def fwd(q, k, v, w, beta, G, scale, cfg):
@@ -393,9 +396,9 @@ def test_out_of_shared_memory_falls_back_to_smaller_blocks(monkeypatch):
             raise triton.runtime.errors.OutOfResources(300000, 232448, "shared memory")
         return real_bwd(saved, do, scale, cfg, has_g)
 
-    monkeypatch.setattr(kp, "_forward_impl", fwd)
-    monkeypatch.setattr(kp, "_backward_impl", bwd)
-    monkeypatch.setattr(kp, "_FALLBACK", kp.FallbackState())
+    monkeypatch.setattr(_autograd, "_forward_impl", fwd)
+    monkeypatch.setattr(_autograd, "_backward_impl", bwd)
+    monkeypatch.setattr(_config, "_FALLBACK", _config.FallbackState())
     _check_against_reference(1, 70, 2, 1, 32, True, 64, None, seed=12)
     assert seen[:2] == [("fwd", 64), ("fwd", 32)]
     assert ("bwd", 32) in seen and ("fwd", 16) in seen and seen[-1] == ("bwd", 16)
@@ -407,20 +410,21 @@ def test_out_of_shared_memory_at_16_uses_one_segment(monkeypatch):
     """At the smallest block length the next fallback is the single-segment mode (no D x D segment
     products); when even that does not fit, a clear RuntimeError."""
     import triton
-    import path_lib.kernels._path as kp
-    real_bwd = kp._backward_impl
+    import path_lib.kernels as kp
+    from path_lib.kernels import _autograd, _config
+    real_bwd = _autograd._backward_impl
     seen = []
 
     def bwd(saved, do, scale, cfg, has_g):
-        NS = -(-(saved[0].shape[1] // cfg.block) // cfg.seg_blocks)
+        NS = -(-(saved.q.shape[1] // cfg.block) // cfg.seg_blocks)
         assert NS == cfg.n_segments
         seen.append((cfg.block, NS))
         if NS > 1:
             raise triton.runtime.errors.OutOfResources(99328, 65536, "shared memory")
         return real_bwd(saved, do, scale, cfg, has_g)
 
-    monkeypatch.setattr(kp, "_backward_impl", bwd)
-    monkeypatch.setattr(kp, "_FALLBACK", kp.FallbackState())
+    monkeypatch.setattr(_autograd, "_backward_impl", bwd)
+    monkeypatch.setattr(_config, "_FALLBACK", _config.FallbackState())
     _check_against_reference(1, 70, 2, 1, 32, True, 16, 2, seed=13)
     assert seen[0][1] > 1 and seen[-1] == (16, 1)
     # remembered: a later call on this device, dtype and head dim runs one segment unless told otherwise
@@ -429,7 +433,7 @@ def test_out_of_shared_memory_at_16_uses_one_segment(monkeypatch):
 
     def always(*a, **k):
         raise triton.runtime.errors.OutOfResources(99328, 65536, "shared memory")
-    monkeypatch.setattr(kp, "_forward_impl", always)
+    monkeypatch.setattr(_autograd, "_forward_impl", always)
     q, k, v, w, beta, g = _inputs(1, 40, 2, 2, 32, True, seed=14)
     with pytest.raises(RuntimeError, match="shared memory"):
         kp.path_attention(q, k, v, w, beta, g, block_size=16, seg_blocks=1)
@@ -485,14 +489,14 @@ def test_head_dim_32_padded_to_64(monkeypatch):
         from kernel_bounds import bounds_checking
     except ImportError:
         from tests.kernel_bounds import bounds_checking
-    import path_lib.kernels._path as kp
+    from path_lib.kernels import _autograd
     seen = []
-    real_fwd = kp._forward_impl
+    real_fwd = _autograd._forward_impl
 
     def fwd(q, *a, **k):
         seen.append(q.shape[-1])
         return real_fwd(q, *a, **k)
-    monkeypatch.setattr(kp, "_forward_impl", fwd)
+    monkeypatch.setattr(_autograd, "_forward_impl", fwd)
     monkeypatch.setenv("PATH_KERNELS_PAD_D32", "1")
     with bounds_checking():
         _check_against_reference(2, 45, 4, 2, 32, True, 16, 2, seed=31)
@@ -509,7 +513,8 @@ def test_prep_blocked_inverse_matches_float64(BT, kind):
     """The prep kernel's blocked UT inverse N = (I + A)^-1 (16 x 16 diagonal blocks by forward
     substitution, merged by matmuls) against a float64 inverse, on inputs that make N large: nearly
     parallel directions (|w_i . w_j| ~ 1) and beta = 2 (reflections)."""
-    from path_lib.kernels._path import _precompute, kernel_config
+    from path_lib.kernels._config import kernel_config
+    from path_lib.kernels._precompute import _precompute
     gen = torch.Generator().manual_seed(100 + BT)
     B, T, H, D = 1, 2 * BT, 2, 32
     k = torch.randn(B, T, H, D, generator=gen)
@@ -539,7 +544,8 @@ def test_prep_variants_script_launches_the_shipped_kernels():
     several warp counts; its launches must reproduce what the library computes (_precompute)."""
     import importlib.util
     from pathlib import Path
-    from path_lib.kernels._path import _precompute, kernel_config
+    from path_lib.kernels._config import kernel_config
+    from path_lib.kernels._precompute import _precompute
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "prep_variants.py"
     spec = importlib.util.spec_from_file_location("prep_variants", path)
     pv = importlib.util.module_from_spec(spec)
@@ -555,9 +561,9 @@ def test_prep_variants_script_launches_the_shipped_kernels():
 
 def test_pair_kernel_matches_the_torch_products():
     """_pair_kernel's Om(kc, k) = Seg_{kc-1} ... Seg_{k+1} against the torch recursion
-    path_lib.kernels._path._pair_products, on random D x D matrices (NS = 5 segments, two heads)."""
+    path_lib.kernels._keys_to_end._pair_products, on random D x D matrices (NS = 5 segments, two heads)."""
     from path_lib.kernels import _triton_kernels as K
-    from path_lib.kernels._path import _pair_products
+    from path_lib.kernels._keys_to_end import _pair_products
     gen = torch.Generator().manual_seed(7)
     B, H, NS, D = 1, 2, 5, 32
     seg = torch.randn(B, H, NS, D, D, generator=gen) / D ** 0.5 + torch.eye(D)
@@ -569,7 +575,7 @@ def test_pair_kernel_matches_the_torch_products():
 def test_stage_override_is_parsed_and_checked(monkeypatch):
     """PATH_KERNELS_STAGES (for tuning runs) sets the pipelining depth of the attention loops; the
     interpreter's default is 1; a malformed value is a ValueError that names the variable."""
-    from path_lib.kernels._path import kernel_config
+    from path_lib.kernels._config import kernel_config
     stages = lambda: kernel_config("cpu", torch.float32, 64, 16).stages  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_STAGES", raising=False)
     assert stages().fwd == 1
@@ -586,7 +592,7 @@ def test_warp_override_is_parsed_and_checked(monkeypatch):
     interpreter every kernel defaults to ``4 if D <= 64 else 8``); a malformed value is a ValueError that
     names the variable, not a silent default."""
     import dataclasses
-    from path_lib.kernels._path import kernel_config
+    from path_lib.kernels._config import kernel_config
     warps = lambda D=64: kernel_config("cpu", torch.float32, D, 16).warps  # noqa: E731
     monkeypatch.delenv("PATH_KERNELS_WARPS", raising=False)
     w = warps()
@@ -609,18 +615,18 @@ def test_forward_only_calls_may_use_longer_segments(monkeypatch):
     and an explicit ``seg_blocks`` keep theirs. The launcher tells ``kernel_config`` whether a gradient
     is being recorded."""
     import path_lib.kernels
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels import _api
     cpu, bf16 = torch.device("cpu"), torch.bfloat16
     def sb(D, T, dtype, fo, seg=None):
-        return kp.kernel_config(cpu, dtype, D, T, fo, seg_blocks=seg).seg_blocks
+        return _api.kernel_config(cpu, dtype, D, T, fo, seg_blocks=seg).seg_blocks
     assert [sb(128, T, bf16, False) for T in (1024, 4096, 16384)] == [4, 8, 16]
     assert [sb(128, T, bf16, True) for T in (1024, 4096, 16384, 640)] == [16, 16, 16, 10]
     assert sb(64, 1024, bf16, True) == sb(64, 1024, bf16, False)
     assert sb(128, 1024, torch.float32, True) == sb(128, 1024, torch.float32, False)
     assert sb(128, 1024, bf16, True, seg=2) == 2
     seen = []
-    real = kp.kernel_config
-    monkeypatch.setattr(kp, "kernel_config", lambda *a, **kw: seen.append(a[4]) or real(*a, **kw))
+    real = _api.kernel_config
+    monkeypatch.setattr(_api, "kernel_config", lambda *a, **kw: seen.append(a[4]) or real(*a, **kw))
     q, k, v, w, beta, g = _inputs(1, 20, 2, 2, 32, True, seed=5)
     with torch.no_grad():
         o_inf = path_lib.kernels.path_attention(q, k, v, w, beta, g, block_size=16)
@@ -634,12 +640,13 @@ def test_forward_without_gradient_leaves_out_the_backward_factors():
     ``R_j`` (read only by the backward); with several segments, GQA and the gate its output still equals
     the float64 reference."""
     import path_lib.kernels
-    from path_lib.kernels import _path as kp
+    from path_lib.kernels._config import kernel_config
+    from path_lib.kernels._precompute import _pad_time, _precompute
     q, k, v, w, beta, g = _inputs(1, 100, 2, 1, 32, True, seed=77)
     cpu = torch.device("cpu")
     for forward_only in (True, False):
-        cfg = kp.kernel_config(cpu, torch.float32, 32, 112, forward_only, block_size=16, seg_blocks=2)
-        pre = kp._precompute(kp._pad_time(k, 112), kp._pad_time(w, 112), kp._pad_time(beta, 112), cfg)
+        cfg = kernel_config(cpu, torch.float32, 32, 112, forward_only, block_size=16, seg_blocks=2)
+        pre = _precompute(_pad_time(k, 112), _pad_time(w, 112), _pad_time(beta, 112), cfg)
         assert (pre["NM"] is None and pre["RS"] is None) == forward_only
     with torch.no_grad():
         o = path_lib.kernels.path_attention(q, k, v, w, beta, g, block_size=16, seg_blocks=2)
@@ -652,7 +659,7 @@ def test_gate_cumsum_runs_along_the_contiguous_time_axis():
     strided time dim of ``[B, T, H]`` was 36 % of PaTH-FoX's forward at T = 16384 on an H200); same
     values and gradient as ``torch.cumsum(g, dim=1)``, and the result's ``[B, H, T]`` view is the
     contiguous one the kernels read."""
-    from path_lib.kernels._path import _gate_cumsum
+    from path_lib.kernels._api import _gate_cumsum
     g = torch.nn.functional.logsigmoid(torch.randn(2, 37, 3)).requires_grad_()
     G = _gate_cumsum(g)
     ref = torch.cumsum(g, dim=1)

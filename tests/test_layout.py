@@ -95,7 +95,7 @@ def private_owner(dotted: str) -> Optional[str]:
     """For ``path_lib.x._y(.z)``: the package that owns the private module (``path_lib.x``); else None."""
     parts = dotted.split(".")
     if parts[0] != "path_lib" or parts[:2] == ["path_lib", "kernels"]:
-        return None             # the kernels' internals (_path, _triton_kernels) are the kernel chapter's subject
+        return None             # the kernels' internals (_config, _forward, _triton_*, ...) are the kernel chapter's subject
     for i, p in enumerate(parts[1:], start=1):
         if p.startswith("_") and not (p.startswith("__") and p.endswith("__")):
             return ".".join(parts[:i])
@@ -145,7 +145,7 @@ def test_the_checker_finds_what_it_must():
     assert violations("def f():\n    import path_lib.book.speed\n", "path_lib.kernels.teaching", False, library=True)
     assert violations("import matplotlib.pyplot as plt\n", "path_lib.theory.costs", False, library=True)
     assert not violations("from path_lib.book import notebook\n", None, False, library=False)
-    # private modules: path_lib.kernels._path is kernels' own; path_lib's would be refused from outside
+    # private modules: path_lib.kernels._config is kernels' own; path_lib's would be refused from outside
     assert private_owner("path_lib.blockwise._segments") == "path_lib.blockwise"
     assert private_owner("path_lib.reference.householder") is None
     assert private_owner("path_lib.__init__") is None
@@ -190,7 +190,7 @@ LAYERS = {"validation": 0, "theory": 0, "records": 0, "reference": 1, "blockwise
 
 
 def part(dotted: str) -> Optional[str]:
-    """``path_lib.nn.layers`` -> ``"nn"``, ``path_lib.kernels._path`` -> ``"kernels"``, ``path_lib`` -> ``"path_lib"``."""
+    """``path_lib.nn.layers`` -> ``"nn"``, ``path_lib.kernels._config`` -> ``"kernels"``, ``path_lib`` -> ``"path_lib"``."""
     parts = dotted.split(".")
     if parts[0] != "path_lib":
         return None
@@ -213,7 +213,7 @@ def test_the_layer_checker_finds_what_it_must():
     assert layer_violations("from ..nn.model import TinyLM\n", "path_lib.reference.attention", False)
     assert layer_violations("from ..book import viz\n", "path_lib.experiments.lm", False)
     assert layer_violations("import path_lib\n", "path_lib.nn.layers", False)
-    assert layer_violations("from path_lib.decoding import PaTHCache\n", "path_lib.kernels._path", False)
+    assert layer_violations("from path_lib.decoding import PaTHCache\n", "path_lib.kernels._config", False)
     assert not layer_violations("from ..theory import costs\n", "path_lib.book.speed", False)
     assert not layer_violations("from .householder import ut_transform\n", "path_lib.reference.attention", False)
 

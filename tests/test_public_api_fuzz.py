@@ -1122,7 +1122,7 @@ FUZZED = {
 EXEMPT = {
     ("path_lib.kernels", "code_text"): "checked in tests/test_kernels_fuzz.py (a non-str source is a TypeError)",
     **{("path_lib.kernels", name): "a record that kernel_config / env_overrides / fallback_state build (a dataclass "
-                                   "in the hashed _path.py, without checks of its own); fuzzed through them"
+                                   "in the hashed _config.py, without checks of its own); fuzzed through them"
        for name in ("KernelConfig", "Warps", "Stages", "DeviceInfo", "Overrides", "FallbackState")},
     ("path_lib.kernels.teaching", "block_factors"): "the teaching kernel's host-side step on the inputs "
                                                     "teaching_path_attention has checked",

@@ -21,13 +21,14 @@ def test_prepare_archives_a_revision_that_imports_on_its_own():
     try:
         r = _sh("prepare", "HEAD")
         assert r.returncode == 0, r.stderr
-        for rel in ("path_lib/kernels/_triton_kernels.py", "path_lib/kernels/_path.py", "benchmarks/profile_parts.py",
+        for rel in ("path_lib/kernels/_triton_kernels.py", "path_lib/kernels/_config.py", "path_lib/kernels/_triton_forward.py",
+                    "benchmarks/profile_parts.py",
                     "benchmarks/bench_path.py", "benchmarks/__init__.py", "path_lib/records.py"):
             assert (out / rel).is_file(), rel
         # the archived kernels are the committed ones, byte for byte
-        committed = subprocess.run(["git", "show", "HEAD:kernels/path_lib/kernels/_triton_kernels.py"], cwd=ROOT,
+        committed = subprocess.run(["git", "show", "HEAD:kernels/path_lib/kernels/_triton_backward.py"], cwd=ROOT,
                                    capture_output=True).stdout
-        assert (out / "path_lib" / "kernels" / "_triton_kernels.py").read_bytes() == committed
+        assert (out / "path_lib" / "kernels" / "_triton_backward.py").read_bytes() == committed
         assert not (out / "kernels").exists()
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -35,7 +35,8 @@ The forward, in launch order (:func:`forward`):
    against ``Kseg``, its blocks left to right), unless the forward is split (``FR > BT``), where
    :func:`fwd_inter` continues the online softmax over the earlier segments on ``FR``-row tiles.
 
-Mapping, mirror function -> kernel (``kernels/path_lib/kernels/_path.py`` and ``kernels/path_lib/kernels/_triton_kernels.py``):
+Mapping, mirror function -> kernel (``kernels/path_lib/kernels/``: the launches in ``_precompute.py``,
+``_forward.py`` and ``_backward.py``; every kernel by name in ``_triton_kernels.py``):
 
 =============================  ===========================================  =====================================
 mirror (this module)           kernel                                       computes

@@ -199,8 +199,8 @@ def default_seg_blocks(T: int, D: int, block_size: int = 64) -> int:
 
 
 def path_segmented_cost(T: int, D: int, *, block_size: int = 64, seg_blocks: Optional[int] = None) -> Cost:
-    """The forward of the Triton kernel (``kernels/path_lib/kernels/_triton_kernels.py:_fwd_kernel`` and the float32
-    precomputation ``kernels/path_lib/kernels/_path.py:_precompute``), which refines the blockwise scan with *segments*.
+    """The forward of the Triton kernel (``kernels/path_lib/kernels/_triton_forward.py:_fwd_kernel`` and the float32
+    precomputation ``kernels/path_lib/kernels/_precompute.py:_precompute``), which refines the blockwise scan with *segments*.
 
     The sequence is padded to whole blocks of ``L = block_size`` and grouped into segments of
     ``SB = seg_blocks`` blocks. A query block scans its own segment as the blockwise algorithm does
@@ -280,7 +280,7 @@ def backward_memory(T: int, D: int, Dv: Optional[int] = None, *, method: str = "
     * ``"checkpoint"``: queries materialised at every ``boundary``-token boundary for every later
       query (fla's strategy): about ``T^2 / boundary * D / 2``, i.e. ``O(T^2 D / boundary)``.
     * ``"kernel"``: an upper estimate (every buffer alive at once) of what this project's Triton
-      backward holds, read off ``kernels/path_lib/kernels/_path.py`` (``_PathAttnFn``) when this count was written
+      backward holds, read off ``kernels/path_lib/kernels/_autograd.py`` (``_PathAttnFn``) when this count was written
       (``Dv = D``; the kernel changes faster than this docstring, and measured peaks on a GPU are the
       authority). Saved by the forward: the query states at segment starts ``q0``, ``T W``, keys at
       block and segment ends (``4 T D``), three ``L x L`` matrices per block (``3 T L``), the segment and

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from pathlib import Path
 
-from ._path import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, FallbackState, KernelConfig, Overrides,
-                    Stages, Warps, env_overrides, fallback_state)
-from ._path import backward_slices as _backward_slices
-from ._path import kernel_config as _kernel_config
-from ._path import path_attention as _path_attention
-from ._path import transform_keys_to_end as _transform_keys_to_end
+from ._api import path_attention as _path_attention
+from ._api import transform_keys_to_end as _transform_keys_to_end
+from ._backward import backward_slices as _backward_slices
+from ._config import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, FallbackState, KernelConfig, Overrides,
+                      Stages, Warps, env_overrides, fallback_state)
+from ._config import kernel_config as _kernel_config
 
 __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
            "VERIFIED_BY", "sources_sha256", "code_sha256", "code_text", "blocking", "kernel_config",
@@ -48,9 +47,14 @@ _VERIFIED_CODE_SHA256 = "3696a6b14276b0f141bdd3f4136089312237bea49b73abcab5b077d
 #: Earlier kernel code whose timings stand for the verified code: code hash -> why. Empty: the speed
 #: record (``benchmarks/results/bench_path.json``) timed the verified code itself (v22, same commit).
 TIMING_EQUIVALENT: dict = {}
-#: The files the gate hashes: the attention kernels, their launcher, and the fused pass that gives PaTH's
-#: layer its directions (which ``backend="auto"`` runs with them, so the sweep checks it too).
-_SOURCES = ("_path.py", "_triton_kernels.py", "short_conv.py")
+#: The files the gate hashes: the attention kernels by stage (configuration, launches, precomputation,
+#: forward, backward, the autograd Function and its fallback, the entry points, keys moved to the end),
+#: the Triton kernels, and the fused pass that gives PaTH's layer its directions (which
+#: ``backend="auto"`` runs with them, so the sweep checks it too). Every private module of this package
+#: but ``context``, ``decode`` and ``teaching`` (which call these) is here (a test checks it).
+_SOURCES = ("_config.py", "_launch.py", "_precompute.py", "_forward.py", "_backward.py", "_autograd.py",
+            "_api.py", "_keys_to_end.py", "_triton_kernels.py", "_triton_common.py", "_triton_forward.py",
+            "_triton_backward.py", "_triton_factors.py", "short_conv.py")
 
 
 def _kernel_files():
@@ -98,28 +102,12 @@ def code_text(source: str) -> str:
     return "\n".join(kept) + "\n"
 
 
-#: Modules renamed since the sweep, ``{new: as at the sweep}``: the hash reads their import statements
-#: with the sweep's spelling, so that a rename that changes nothing the kernels run keeps the flag. The
-#: shared argument checks moved from ``path_lib._checks`` to ``path_lib.validation`` (path_lib 0.1.0's
-#: subpackage layout; the checks' own code is outside the hash either way). Only a ``from MODULE import``
-#: line's module name is mapped: any other change, imported names included, still changes the hash.
-#: Remove an entry only together with a new sweep (whose records then store the unmapped hash).
-_RENAMED_SINCE_SWEEP = {"path_lib.validation": "path_lib._checks"}
-
-
-def _sweep_spelling(code: str) -> str:
-    """``code`` (from :func:`code_text`) with the modules of :data:`_RENAMED_SINCE_SWEEP` spelled as at the sweep."""
-    for new, old in _RENAMED_SINCE_SWEEP.items():
-        code = re.sub(rf"^(\s*from\s+){re.escape(new)}(\s+import\s)", rf"\g<1>{old}\g<2>", code, flags=re.MULTILINE)
-    return code
-
-
 def code_sha256() -> str:
-    """SHA-256 of the kernels' code (:func:`code_text` of each of :data:`_SOURCES` in order, renamed
-    modules spelled as at the sweep: :data:`_RENAMED_SINCE_SWEEP`)."""
+    """SHA-256 of the kernels' code: :func:`code_text` of each of :data:`_SOURCES` in order, each
+    preceded by its file name."""
     h = hashlib.sha256()
     for name, text in _kernel_files():
-        h.update(f"{name}\n".encode() + _sweep_spelling(code_text(text)).encode())
+        h.update(f"{name}\n".encode() + code_text(text).encode())
     return h.hexdigest()
 
 
@@ -139,7 +127,7 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
                    block_size=None, seg_blocks=None):
     """Causal PaTH attention (PaTH-FoX with a gate) with Triton kernels: q ``[B, T, Hq, D]``; k, v, w
     ``[B, T, Hk, D]`` (w float32); beta ``[B, T, Hk]`` float32; g ``[B, T, Hq]`` float32 or None ->
-    ``[B, T, Hq, D]`` in q's dtype, differentiable in every input (see ``_path.path_attention``).
+    ``[B, T, Hq, D]`` in q's dtype, differentiable in every input (see ``_api.path_attention``).
     ``check_values`` must be a bool (a ``TypeError`` otherwise)."""
     _check_flag(check_values, "check_values")
     return _path_attention(q, k, v, w, beta, g, scale=scale, cu_seqlens=cu_seqlens, check_values=check_values,
@@ -162,7 +150,7 @@ def kernel_config(device, dtype, D: int, T: int, forward_only: bool = False, *, 
                   seg_blocks=None) -> KernelConfig:
     """The launch configuration of :func:`path_attention` for q of ``dtype``, head dim ``D`` and sequence
     length ``T`` on ``device`` (a ``torch.device``, its name, or a :class:`DeviceInfo` such as ``H200``);
-    see ``_path.kernel_config``. Bad arguments raise ``TypeError`` / ``ValueError`` naming them."""
+    see ``_config.kernel_config``. Bad arguments raise ``TypeError`` / ``ValueError`` naming them."""
     import torch
     _check_positive_int(D, "D")
     _check_positive_int(T, "T")

@@ -11,8 +11,8 @@ FlashAttention's backward; the kernels' backward already computes exactly that f
 it is given. So :func:`chunk_backward` runs the unchanged backward kernels with the merged statistics.
 
 The kernels keep the log-sum-exp in base 2 (``exp2`` in the loops, the gate's reference folded back in
-before it is stored); here it is converted to the natural log at the boundary. Nothing in
-``_path.py`` or ``_triton_kernels.py`` changes: the kernels that ran are the GPU-verified ones.
+before it is stored); here it is converted to the natural log at the boundary. Nothing in the hashed
+sources (``path_lib.kernels._SOURCES``) changes: the kernels that ran are the GPU-verified ones.
 """
 from __future__ import annotations
 
@@ -22,7 +22,12 @@ from typing import Optional
 
 import torch
 
-from ._path import _backward_impl, _forward_impl, _pad_head_dim, _pad_time, _retry_smaller, _validate, kernel_config
+from ._api import _pad_head_dim, _validate
+from ._autograd import _retry_smaller
+from ._backward import _backward_impl
+from ._config import kernel_config
+from ._forward import Saved, _forward_impl
+from ._precompute import _pad_time
 
 __all__ = ["ChunkState", "chunk_forward", "chunk_backward", "chunk_unfit"]
 
@@ -34,7 +39,7 @@ class ChunkState:
     """What :func:`chunk_backward` needs from :func:`chunk_forward`: the kernels' saved tensors (padded
     to whole blocks, head dim 32 padded to 64 on Hopper), the configuration that ran, the scale, the
     chunk's true length ``T`` and head dim ``D``, and whether a gate was given."""
-    saved: tuple
+    saved: Saved
     cfg: object
     scale: float
     T: int
@@ -69,7 +74,7 @@ def chunk_forward(q, k, v, w, beta, G: Optional[torch.Tensor], scale: float):
             Gp = Gp.clone()
             Gp[:, T:] = G[:, T - 1:T]
     (o, saved), cfg = _retry_smaller(args[0], cfg, lambda c: _forward_impl(*args, Gp, scale, c))
-    lse = saved[7][:, :, :T] * _LN2
+    lse = saved.lse[:, :, :T] * _LN2
     return o[:, :T, :, :D], lse, ChunkState(saved, cfg, scale, T, D, G is not None)
 
 
@@ -81,30 +86,28 @@ def chunk_backward(state: ChunkState, o: torch.Tensor, lse: torch.Tensor, do: to
     dG)`` in the shapes of :func:`chunk_forward`'s inputs (dG None without a gate)."""
     if not isinstance(state, ChunkState):
         raise TypeError(f"state must be the ChunkState chunk_forward returned, got {type(state).__name__}")
-    B, Hq = state.saved[0].shape[0], state.saved[0].shape[2]
+    B, Hq = state.saved.q.shape[0], state.saved.q.shape[2]
     for name, x, shape in (("o", o, (B, state.T, Hq, state.D)), ("lse", lse, (B, Hq, state.T)),
                            ("do", do, (B, state.T, Hq, state.D))):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
         if tuple(x.shape) != shape:
             raise ValueError(f"{name} must have shape {shape} (the chunk of chunk_forward), got {tuple(x.shape)}")
-    saved = list(state.saved)
-    q, Tp, T, D = saved[0], saved[0].shape[1], state.T, state.D
+    saved = state.saved
+    q, Tp, T, D = saved.q, saved.q.shape[1], state.T, state.D
     Dk = q.shape[-1]
     pad = lambda x: _pad_time(_pad_dim(x, Dk), Tp)   # noqa: E731
-    saved[6] = pad(o.to(q.dtype))
-    lse2 = saved[7].clone()
+    lse2 = saved.lse.clone()
     lse2[:, :, :T] = lse.float() / _LN2              # the kernels' base-2 log-sum-exp; padded rows keep theirs
-    saved[7] = lse2
+    merged = dict(o=pad(o.to(q.dtype)), lse=lse2)    # the merged statistics replace the chunk's own
     dop = pad(do.to(q.dtype))
 
     def attempt(c):
-        cur = tuple(saved)
+        cur = saved._replace(**merged)
         if (c.block, c.seg_blocks) != (state.cfg.block, state.cfg.seg_blocks):   # a smaller retry: new factors
-            G = saved[5].transpose(1, 2) if state.has_g else None
-            fresh = list(_forward_impl(*saved[:5], G, state.scale, c)[1])
-            fresh[6], fresh[7] = saved[6], saved[7]
-            cur = tuple(fresh)
+            G = saved.gate_cumsum.transpose(1, 2) if state.has_g else None
+            fresh = _forward_impl(q, saved.k, saved.v, saved.w, saved.beta, G, state.scale, c)[1]
+            cur = fresh._replace(**merged)
         return _backward_impl(cur, dop, state.scale, c, state.has_g)
 
     (dq, dk, dv, dw, db, dG), _ = _retry_smaller(q, state.cfg, attempt)
@@ -116,7 +119,8 @@ def chunk_unfit(q: torch.Tensor, v: torch.Tensor) -> Optional[str]:
     """Why the kernels cannot run one chunk of ``q [B, T, Hq, D]``, ``v [B, T, Hk, Dv]`` (None if they can):
     the head dims, the dtype and the device they need, in words."""
     from . import HEAD_DIMS
-    from ._path import _QDTYPES, _check_device
+    from ._api import _check_device
+    from ._config import _QDTYPES
     D = q.shape[-1]
     if D not in HEAD_DIMS:
         return f"the kernels take head dims {HEAD_DIMS}, got D={D}"

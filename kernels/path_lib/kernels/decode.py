@@ -43,7 +43,7 @@ import triton.language as tl
 from path_lib.validation import (check_bool, check_finite, check_int, check_log_gate, check_scale, check_step_values,
                                  check_tensor)
 
-from ._path import _interpret
+from ._config import _interpret
 
 __all__ = ["TritonPaTHCache", "DecodeConfig", "DEFAULT_CONFIG", "KEY_DTYPES"]
 
