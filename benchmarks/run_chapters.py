@@ -82,25 +82,12 @@ def canonical_preset(name: str) -> str:
 
 
 def toc_pages(root: Path = ROOT) -> list:
-    """The notebook pages of ``_toc.yml`` (root, chapters, sections), in order, relative to ``root``.
-    Markdown pages (the bibliography) hold no code and are left out."""
-    import yaml
+    """The notebook pages of ``_toc.yml`` (root, chapters, sections), in order, relative to ``root``
+    (:func:`path_lib.book.notebook.toc_files` with the ``.ipynb`` suffix). Markdown pages (the
+    bibliography) hold no code and are left out."""
+    from path_lib.book.notebook import toc_files
 
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts") or []:
-        walk(part.get("chapters"))
-    stems = [f[: -len(Path(f).suffix)] if Path(f).suffix in (".ipynb", ".md") else f for f in files]
-    return [s + ".ipynb" for s in stems if (root / (s + ".ipynb")).exists()]
+    return [f + ".ipynb" for f in toc_files(root) if (Path(root) / (f + ".ipynb")).exists()]
 
 
 def run_page(path: Path, timeout: float, *, python: str = sys.executable, env: dict | None = None,
