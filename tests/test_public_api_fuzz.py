@@ -26,13 +26,13 @@ import importlib.util
 import json
 import math
 import pkgutil
-import re
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
+from fuzz_helpers import DETERMINISTIC, REFUSED, close, judge
 from helpers import numpy_path_attention, random_path_inputs
 from path_lib import validation as V
 from path_lib.blockwise.mirror import blockwise_path_attention
@@ -45,43 +45,9 @@ from path_lib.impl import path_attention
 from path_lib.reference.short_conv import check_short_conv, short_conv_normalize_torch
 
 f64, f32 = torch.float64, torch.float32
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(DETERMINISTIC, max_examples=60)
 FEW = settings(FUZZ, max_examples=25)
-REFUSED = object()
 TRUTHY = (1, 0, "yes", "", 1.0, torch.tensor(True), np.bool_(True))
-
-
-# ----------------------------------------------------------------------------------------------
-# the property
-# ----------------------------------------------------------------------------------------------
-
-def _names_any(message: str, names) -> bool:
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message) for n in names)
-
-
-def judge(call, bad=(), check=None):
-    """Run ``call``. ``bad``: the arguments that make the input invalid (empty: valid input). A refusal
-    must be a ValueError/TypeError naming one of them; a valid call must pass ``check(result)``. Any
-    other exception propagates (and fails the test)."""
-    try:
-        out = call()
-    except (ValueError, TypeError) as e:
-        assert bad, f"valid input refused: {type(e).__name__}: {e}"
-        assert _names_any(str(e), bad), f"{type(e).__name__} names none of {sorted(bad)}: {e}"
-        return REFUSED
-    assert not bad, f"invalid input ({sorted(bad)}) was accepted"
-    if check is not None:
-        check(out)
-    return out
-
-
-def close(out, ref, tol=1e-9):
-    ref = ref.detach() if isinstance(ref, torch.Tensor) else torch.as_tensor(np.asarray(ref))
-    ref = ref.to(f64)
-    assert tuple(out.shape) == tuple(ref.shape), (tuple(out.shape), tuple(ref.shape))
-    mag = max(1.0, float(ref.abs().max())) if ref.numel() else 1.0
-    torch.testing.assert_close(out.detach().double(), ref, atol=tol * mag, rtol=tol)
 
 
 def _seed(data) -> int:
