@@ -717,6 +717,19 @@ def test_make_and_register_attention(data):
 # ----------------------------------------------------------------------------------------------
 
 JUNK = (None, True, 1, -1, 0, 2.5, float("nan"), float("inf"), "x", [1], torch.tensor(1.0), torch.zeros(2))
+DEVICES = ("cpu", "cpu:0", "meta", "cuda", "cuda:0", "cuda:x", torch.device("cpu"), torch.device("meta"))
+
+
+def _device_named(value):
+    """The device name ``value`` stands for, or None where it must be refused (CUDA only where present)."""
+    cuda = torch.cuda.is_available()
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, str):
+        return value if value in ("cpu", "cpu:0", "meta") or (cuda and value in ("cuda", "cuda:0")) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0 and cuda:
+        return f"cuda:{value}"
+    return None
 
 
 @FUZZ
@@ -725,7 +738,7 @@ def test_validation_helpers(data):
     """The checks of path_lib.validation on junk: a named TypeError/ValueError, or the value back."""
     value = data.draw(st.sampled_from(JUNK))
     which = data.draw(st.sampled_from(["bool", "optional_bool", "int", "number", "choice", "block_size", "scale",
-                                       "tensor", "tokens", "dtype_name"]))
+                                       "tensor", "tokens", "device", "dtype_name"]))
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_num = isinstance(value, (int, float)) and not isinstance(value, bool)
     if which == "bool":
@@ -754,6 +767,11 @@ def test_validation_helpers(data):
               and value.dim() == 1 else ("t",))
     elif which == "tokens":
         judge(lambda: V.check_tokens(value, 3, ndim=1), ("tokens",))
+    elif which == "device":
+        value = data.draw(st.sampled_from(JUNK + DEVICES))
+        named = _device_named(value)
+        judge(lambda: V.as_device(value, "where"), () if named else ("where",),
+              lambda o: (isinstance(o, torch.device) and str(o) == named) or pytest.fail(str(o)))
     else:
         dtype = data.draw(st.sampled_from(V.FLOAT_DTYPES))
         assert getattr(torch, V.dtype_name(dtype)) is dtype
@@ -1073,8 +1091,8 @@ FUZZED = {
                                        "boundary_adjusted_keys"},
     "path_lib.reference.sba": {"stick_breaking_weights", "sba_weights", "sba_attention"},
     "path_lib.reference.short_conv": {"short_conv_normalize_torch", "check_short_conv"},
-    "path_lib.validation": {"dtype_name", "check_device", "check_same_device", "check_finite", "check_tensor",
-                            "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values",
+    "path_lib.validation": {"dtype_name", "check_device", "check_same_device", "as_device", "check_finite",
+                            "check_tensor", "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values",
                             "check_scale", "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
                             "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens"},
     "path_lib.kernels": {"path_attention", "transform_keys_to_end", "is_available", "sources_sha256", "code_sha256",
