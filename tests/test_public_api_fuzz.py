@@ -33,7 +33,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from fuzz_helpers import DETERMINISTIC, REFUSED, close, judge
-from helpers import numpy_path_attention, random_path_inputs
+from helpers import decode_by_steps, numpy_path_attention, random_path_inputs
 from path_lib import validation as V
 from path_lib.blockwise.mirror import blockwise_path_attention
 from path_lib.decoding import PaTHCache, is_cache
@@ -69,15 +69,6 @@ def _layer(kind, seed, dtype=f64, **kw):
     return layer
 
 
-def _decode(layer, x):
-    """The layer's outputs token by token through ``step`` (its decoding path)."""
-    state, ys = None, []
-    for t in range(x.shape[1]):
-        y, state = layer.step(x[:, t], state)
-        ys.append(y)
-    return torch.stack(ys, 1) if ys else x.new_zeros(x.shape), state
-
-
 @FUZZ
 @given(data=st.data())
 def test_layer_forward_is_refused_by_name_or_equals_decoding(data):
@@ -105,7 +96,7 @@ def test_layer_forward_is_refused_by_name_or_equals_decoding(data):
 
     def check(y):
         assert y.shape == (B, T, D_MODEL) and y.dtype == f64
-        close(y, _decode(layer, x)[0])
+        close(y, decode_by_steps(layer, x)[0])
         close(y, layer.prefill(x)[0])
         close(copy.deepcopy(layer).float()(x.float()), y, 1e-4)      # float32 against the float64 result
     judge(lambda: layer(x), bad, check)
@@ -120,7 +111,7 @@ def test_layer_step_refuses_foreign_states_by_name(data):
     seed = _seed(data)
     layer = _layer(kind, seed)
     x = torch.randn(2, 3, D_MODEL, dtype=f64)
-    _, state = _decode(layer, x[:, :2])
+    _, state = decode_by_steps(layer, x[:, :2])
     mutation = data.draw(st.sampled_from(["none", "empty", "foreign", "sizes", "batch", "list", "x_t"]))
     bad, x_t = ("state",), x[:, 2]
     if mutation == "none":
@@ -132,13 +123,13 @@ def test_layer_step_refuses_foreign_states_by_name(data):
         other_layer = _layer(other, seed)
         if type(other_layer) is type(layer) and other_layer._state_tag() == layer._state_tag():
             bad = ()                                       # an alias of this kind: its state is this layer's
-            state = _decode(layer, x[:, :2])[1]
+            state = decode_by_steps(layer, x[:, :2])[1]
         else:
-            state = _decode(other_layer, x[:, :2])[1]
+            state = decode_by_steps(other_layer, x[:, :2])[1]
     elif mutation == "sizes":
-        state = _decode(make_attention(kind, D_MODEL, 1).double(), x[:, :2])[1]
+        state = decode_by_steps(make_attention(kind, D_MODEL, 1).double(), x[:, :2])[1]
     elif mutation == "batch":
-        state = _decode(layer, x[:1, :2])[1]
+        state = decode_by_steps(layer, x[:1, :2])[1]
     elif mutation == "list":
         state = [state]
     elif mutation == "x_t":
