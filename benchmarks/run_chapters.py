@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ("tiny", "small", "full")
@@ -240,7 +241,7 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
             data = dict(preset=preset, checkout=False, wheel=wheel.name, path_lib_from=origin,
                         records_base="the repository served on 127.0.0.1 (PATH_BOOK_RECORDS_BASE)",
                         dtype_forced=os.environ.get("PATH_BOOK_DTYPE") or None, timeout_s=timeout, pages=rows)
-            with _env(PATH_BOOK_COMMIT=commit):
+            with mock.patch.dict(os.environ, PATH_BOOK_COMMIT=commit):    # the record's provenance reads it
                 path = write_result(out_dir / f"chapter_times_{preset}.json", data, command=command)
             _mark_without_checkout(path, wheel.name)
             written.append(path)
@@ -259,20 +260,6 @@ def _commit(root: Path) -> str:
     if not head:
         return given or "unknown"
     return head + ("+dirty" if dirty else "")
-
-
-@contextlib.contextmanager
-def _env(**values):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _mark_without_checkout(path: Path, wheel: str) -> None:
