@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ("tiny", "small", "full")
@@ -82,25 +83,12 @@ def canonical_preset(name: str) -> str:
 
 
 def toc_pages(root: Path = ROOT) -> list:
-    """The notebook pages of ``_toc.yml`` (root, chapters, sections), in order, relative to ``root``.
-    Markdown pages (the bibliography) hold no code and are left out."""
-    import yaml
+    """The notebook pages of ``_toc.yml`` (root, chapters, sections), in order, relative to ``root``
+    (:func:`path_lib.book.notebook.toc_files` with the ``.ipynb`` suffix). Markdown pages (the
+    bibliography) hold no code and are left out."""
+    from path_lib.book.notebook import toc_files
 
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts") or []:
-        walk(part.get("chapters"))
-    stems = [f[: -len(Path(f).suffix)] if Path(f).suffix in (".ipynb", ".md") else f for f in files]
-    return [s + ".ipynb" for s in stems if (root / (s + ".ipynb")).exists()]
+    return [f + ".ipynb" for f in toc_files(root) if (Path(root) / (f + ".ipynb")).exists()]
 
 
 def run_page(path: Path, timeout: float, *, python: str = sys.executable, env: dict | None = None,
@@ -253,7 +241,7 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
             data = dict(preset=preset, checkout=False, wheel=wheel.name, path_lib_from=origin,
                         records_base="the repository served on 127.0.0.1 (PATH_BOOK_RECORDS_BASE)",
                         dtype_forced=os.environ.get("PATH_BOOK_DTYPE") or None, timeout_s=timeout, pages=rows)
-            with _env(PATH_BOOK_COMMIT=commit):
+            with mock.patch.dict(os.environ, PATH_BOOK_COMMIT=commit):    # the record's provenance reads it
                 path = write_result(out_dir / f"chapter_times_{preset}.json", data, command=command)
             _mark_without_checkout(path, wheel.name)
             written.append(path)
@@ -272,20 +260,6 @@ def _commit(root: Path) -> str:
     if not head:
         return given or "unknown"
     return head + ("+dirty" if dirty else "")
-
-
-@contextlib.contextmanager
-def _env(**values):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _mark_without_checkout(path: Path, wheel: str) -> None:

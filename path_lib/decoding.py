@@ -17,7 +17,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
-from .validation import (PARAM_DTYPES, dtype_name, check_block_size, check_bool,
+from .validation import (PARAM_DTYPES, as_device, dtype_name, check_block_size, check_bool,
                          check_finite, check_int, check_path_params, check_qkv, check_scale,
                          check_step_values, check_tensor)
 from .blockwise.mirror import blockwise_path_attention
@@ -128,12 +128,7 @@ class PaTHCache:
             shown = dtype_name(dtype) if isinstance(dtype, torch.dtype) else type(dtype).__name__
             raise TypeError(f"dtype must be float32 or float64, got {shown}")
         if device is not None:
-            if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
-                raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
-            try:
-                device = torch.device(device)
-            except (RuntimeError, ValueError) as e:
-                raise ValueError(f"device {device!r} is not a device: {e}") from None
+            device = as_device(device)
             if device.type == "meta":
                 raise ValueError("device must be a real device, not meta (the cache holds data)")
         self.n_rep = n_q_heads // n_kv_heads

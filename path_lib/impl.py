@@ -112,21 +112,17 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "blockwi
                    check_values: bool = True) -> torch.Tensor:
     """Causal PaTH attention (PaTH-FoX when ``g`` is given) by the implementation ``impl``.
 
+    ``q, k, v, w, beta, g, scale, check_values`` are those of
+    :func:`path_lib.reference.attention.path_attention` (described there): q ``[B, T, Hq, D]``;
+    k, w ``[B, T, Hk, D]``; v ``[B, T, Hk, Dv]``; beta ``[B, T, Hk]``; g ``[B, T, Hq]`` or None.
+
     Args:
-        q: ``[B, T, Hq, D]`` queries.
-        k: ``[B, T, Hk, D]`` keys; ``Hq`` must be a multiple of ``Hk`` (grouped-query heads).
-        v: ``[B, T, Hk, Dv]`` values.
-        w: ``[B, T, Hk, D]`` unit Householder directions, float32 (or float64).
-        beta: ``[B, T, Hk]`` strengths in [0, 2], float32 (or float64).
-        g: optional ``[B, T, Hq]`` log forget gates (<= 0), added unscaled: ``+ G_i - G_j``.
-        scale: logit scale, default ``D ** -0.5``.
         impl: one of :data:`IMPLEMENTATIONS`: ``"explicit"`` (ground truth), ``"parallel"`` (UT
             all-pairs), ``"blockwise"`` (the kernels' blocks and segments in PyTorch),
             ``"blockwise_scan"`` (chapter 6's scan, no segments), ``"triton"`` (the kernels) or
             ``"auto"`` (:func:`resolve_backend`).
         block_size: block length of the blockwise algorithms.
         seg_blocks: blocks per segment of ``"blockwise"`` (default: the kernels' choice).
-        check_values: also check values (finite, beta range, unit w); shapes and dtypes always are.
     Returns:
         ``[B, T, Hq, Dv]`` in q's dtype.
     """

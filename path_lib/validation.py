@@ -4,6 +4,7 @@ A public module: new code that validates input uses these checks rather than wri
 that every entry point refuses bad input with the same kind of message. ``__all__`` lists them:
 
     check_tensor, check_device, check_same_device, check_finite      any tensor argument
+    as_device                                                        a device argument (not a tensor)
     check_qkv, check_path_params, check_scale, check_block_size      the attention layout (q, k, v, w, beta, g)
     check_beta_range, check_unit_rows, check_log_gate                 PaTH's value conditions
     check_bool, check_int, check_number, check_choice, check_tokens  plain arguments
@@ -30,7 +31,7 @@ import torch
 
 __all__ = [
     "FLOAT_DTYPES", "PARAM_DTYPES", "UNIT_NORM_TOL", "dtype_name",
-    "check_device", "check_same_device", "check_finite", "check_tensor",
+    "check_device", "check_same_device", "as_device", "check_finite", "check_tensor",
     "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values", "check_scale",
     "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
     "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens",
@@ -59,6 +60,21 @@ def check_same_device(x: Optional[torch.Tensor], name: str, ref: torch.Tensor, r
     """``x`` (None is allowed) must be on ``ref``'s device."""
     if x is not None and x.device != ref.device:
         raise ValueError(f"{name} must be on the same device as {ref_name} ({ref.device}), got {x.device}")
+
+
+def as_device(device, name: str = "device") -> torch.device:
+    """``device`` (a str such as ``"cuda:1"``, an int CUDA index, or a ``torch.device``) as a
+    ``torch.device``. A TypeError naming ``name`` for another type (a bool too); a ValueError naming it
+    for a name torch does not read, or a CUDA device where CUDA is not available."""
+    if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+        raise TypeError(f"{name} must be a str, an int or a torch.device, got {type(device).__name__}")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"{name} {device!r} is not a device: {e}") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name} {str(parsed)!r} is CUDA, and CUDA is not available here")
+    return parsed
 
 
 def check_finite(x: torch.Tensor, name: str) -> None:

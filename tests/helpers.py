@@ -108,3 +108,13 @@ def interpreter_markers():
     import pytest
     return (pytest.mark.skipif(not INTERPRETED, reason="runs in the TRITON_INTERPRET=1 subprocess"),
             pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the cases run in this process"))
+
+
+def decode_by_steps(layer, x: torch.Tensor):
+    """An attention layer's outputs ``[B, T, d_model]`` for ``x`` ``[B, T, d_model]`` computed token by token
+    through ``layer.step`` (its decoding path), and the state after the last token (None where T = 0)."""
+    state, ys = None, []
+    for t in range(x.shape[1]):
+        y, state = layer.step(x[:, t], state)
+        ys.append(y)
+    return (torch.stack(ys, 1) if ys else x.new_zeros(x.shape)), state

@@ -3,7 +3,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from helpers import numpy_path_attention, random_path_inputs
+from helpers import decode_by_steps, numpy_path_attention, random_path_inputs
 from path_lib.impl import path_attention
 from path_lib.decoding import PaTHCache, decode_path_attention, keys_to_end, prefill
 from path_lib.reference.householder import householder_product
@@ -65,11 +65,7 @@ def test_layer_step_equals_forward(kind):
     x = torch.randn(2, 9, 16, dtype=torch.float64)
     y = layer(x)
     assert y.shape == x.shape
-    state, ys = None, []
-    for t in range(9):
-        y_t, state = layer.step(x[:, t], state)
-        ys.append(y_t)
-    torch.testing.assert_close(torch.stack(ys, 1), y, atol=1e-10, rtol=0)
+    torch.testing.assert_close(decode_by_steps(layer, x)[0], y, atol=1e-10, rtol=0)
 
 
 def test_path_layer_backends_agree_and_parameters():

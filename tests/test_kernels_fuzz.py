@@ -18,50 +18,24 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("triton")
 
+from fuzz_helpers import DETERMINISTIC, REFUSED, close, judge  # noqa: E402
 from helpers import interpreter_markers, numpy_path_attention, random_path_inputs  # noqa: E402
 
 needs_interpreter, outside_interpreter = interpreter_markers()
 f64, f32 = torch.float64, torch.float32
-FEW = settings(max_examples=20, deadline=None, derandomize=True, database=None,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FEW = settings(DETERMINISTIC, max_examples=20)
 TRUTHY = (1, 0, "yes", 1.0)
 @outside_interpreter
 def test_under_triton_interpreter():
     from helpers import run_module_under_interpreter
     run_module_under_interpreter(__file__, "kernel fuzz")
-
-
-def _names_any(message: str, names) -> bool:
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message) for n in names)
-
-
-def judge(call, bad=(), check=None):
-    """A refusal must be a ValueError/TypeError naming one of ``bad``; valid input must pass ``check``."""
-    try:
-        out = call()
-    except (ValueError, TypeError) as e:
-        assert bad, f"valid input refused: {type(e).__name__}: {e}"
-        assert _names_any(str(e), bad), f"{type(e).__name__} names none of {sorted(bad)}: {e}"
-        return None
-    assert not bad, f"invalid input ({sorted(bad)}) was accepted"
-    if check is not None:
-        check(out)
-    return out
-
-
-def close(out, ref, tol):
-    ref = ref.detach().double() if isinstance(ref, torch.Tensor) else torch.as_tensor(np.asarray(ref), dtype=f64)
-    assert tuple(out.shape) == tuple(ref.shape), (tuple(out.shape), tuple(ref.shape))
-    mag = max(1.0, float(ref.abs().max())) if ref.numel() else 1.0
-    torch.testing.assert_close(out.detach().double(), ref, atol=tol * mag, rtol=tol)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,7 +176,7 @@ def test_triton_decoding_cache(data):
         kwargs, bad = {"check_values": data.draw(st.sampled_from(TRUTHY))}, ("check_values",)
     cache = judge(lambda: TritonPaTHCache.from_prefix(k_in, v, g_in, n_q_heads=Hq, value_dtype=f32, flush_every=2,
                                                       **kwargs), bad)
-    if cache is None:
+    if cache is REFUSED:
         return
     assert is_cache(cache) and len(cache) == T and cache.valid is None
     ref = PaTHCache._from_prefix(keys.double(), v.double(), None if g is None else g.double(), Hq, dtype=f64)

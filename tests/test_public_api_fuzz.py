@@ -26,14 +26,14 @@ import importlib.util
 import json
 import math
 import pkgutil
-import re
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from helpers import numpy_path_attention, random_path_inputs
+from fuzz_helpers import DETERMINISTIC, REFUSED, close, judge
+from helpers import decode_by_steps, numpy_path_attention, random_path_inputs
 from path_lib import validation as V
 from path_lib.blockwise.mirror import blockwise_path_attention
 from path_lib.decoding import PaTHCache, is_cache
@@ -45,43 +45,9 @@ from path_lib.impl import path_attention
 from path_lib.reference.short_conv import check_short_conv, short_conv_normalize_torch
 
 f64, f32 = torch.float64, torch.float32
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(DETERMINISTIC, max_examples=60)
 FEW = settings(FUZZ, max_examples=25)
-REFUSED = object()
 TRUTHY = (1, 0, "yes", "", 1.0, torch.tensor(True), np.bool_(True))
-
-
-# ----------------------------------------------------------------------------------------------
-# the property
-# ----------------------------------------------------------------------------------------------
-
-def _names_any(message: str, names) -> bool:
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message) for n in names)
-
-
-def judge(call, bad=(), check=None):
-    """Run ``call``. ``bad``: the arguments that make the input invalid (empty: valid input). A refusal
-    must be a ValueError/TypeError naming one of them; a valid call must pass ``check(result)``. Any
-    other exception propagates (and fails the test)."""
-    try:
-        out = call()
-    except (ValueError, TypeError) as e:
-        assert bad, f"valid input refused: {type(e).__name__}: {e}"
-        assert _names_any(str(e), bad), f"{type(e).__name__} names none of {sorted(bad)}: {e}"
-        return REFUSED
-    assert not bad, f"invalid input ({sorted(bad)}) was accepted"
-    if check is not None:
-        check(out)
-    return out
-
-
-def close(out, ref, tol=1e-9):
-    ref = ref.detach() if isinstance(ref, torch.Tensor) else torch.as_tensor(np.asarray(ref))
-    ref = ref.to(f64)
-    assert tuple(out.shape) == tuple(ref.shape), (tuple(out.shape), tuple(ref.shape))
-    mag = max(1.0, float(ref.abs().max())) if ref.numel() else 1.0
-    torch.testing.assert_close(out.detach().double(), ref, atol=tol * mag, rtol=tol)
 
 
 def _seed(data) -> int:
@@ -101,15 +67,6 @@ def _layer(kind, seed, dtype=f64, **kw):
     layer = make_attention(kind, D_MODEL, HEADS, **kw).to(dtype)
     layer.eval()
     return layer
-
-
-def _decode(layer, x):
-    """The layer's outputs token by token through ``step`` (its decoding path)."""
-    state, ys = None, []
-    for t in range(x.shape[1]):
-        y, state = layer.step(x[:, t], state)
-        ys.append(y)
-    return torch.stack(ys, 1) if ys else x.new_zeros(x.shape), state
 
 
 @FUZZ
@@ -139,7 +96,7 @@ def test_layer_forward_is_refused_by_name_or_equals_decoding(data):
 
     def check(y):
         assert y.shape == (B, T, D_MODEL) and y.dtype == f64
-        close(y, _decode(layer, x)[0])
+        close(y, decode_by_steps(layer, x)[0])
         close(y, layer.prefill(x)[0])
         close(copy.deepcopy(layer).float()(x.float()), y, 1e-4)      # float32 against the float64 result
     judge(lambda: layer(x), bad, check)
@@ -154,7 +111,7 @@ def test_layer_step_refuses_foreign_states_by_name(data):
     seed = _seed(data)
     layer = _layer(kind, seed)
     x = torch.randn(2, 3, D_MODEL, dtype=f64)
-    _, state = _decode(layer, x[:, :2])
+    _, state = decode_by_steps(layer, x[:, :2])
     mutation = data.draw(st.sampled_from(["none", "empty", "foreign", "sizes", "batch", "list", "x_t"]))
     bad, x_t = ("state",), x[:, 2]
     if mutation == "none":
@@ -166,13 +123,13 @@ def test_layer_step_refuses_foreign_states_by_name(data):
         other_layer = _layer(other, seed)
         if type(other_layer) is type(layer) and other_layer._state_tag() == layer._state_tag():
             bad = ()                                       # an alias of this kind: its state is this layer's
-            state = _decode(layer, x[:, :2])[1]
+            state = decode_by_steps(layer, x[:, :2])[1]
         else:
-            state = _decode(other_layer, x[:, :2])[1]
+            state = decode_by_steps(other_layer, x[:, :2])[1]
     elif mutation == "sizes":
-        state = _decode(make_attention(kind, D_MODEL, 1).double(), x[:, :2])[1]
+        state = decode_by_steps(make_attention(kind, D_MODEL, 1).double(), x[:, :2])[1]
     elif mutation == "batch":
-        state = _decode(layer, x[:1, :2])[1]
+        state = decode_by_steps(layer, x[:1, :2])[1]
     elif mutation == "list":
         state = [state]
     elif mutation == "x_t":
@@ -751,6 +708,19 @@ def test_make_and_register_attention(data):
 # ----------------------------------------------------------------------------------------------
 
 JUNK = (None, True, 1, -1, 0, 2.5, float("nan"), float("inf"), "x", [1], torch.tensor(1.0), torch.zeros(2))
+DEVICES = ("cpu", "cpu:0", "meta", "cuda", "cuda:0", "cuda:x", torch.device("cpu"), torch.device("meta"))
+
+
+def _device_named(value):
+    """The device name ``value`` stands for, or None where it must be refused (CUDA only where present)."""
+    cuda = torch.cuda.is_available()
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, str):
+        return value if value in ("cpu", "cpu:0", "meta") or (cuda and value in ("cuda", "cuda:0")) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0 and cuda:
+        return f"cuda:{value}"
+    return None
 
 
 @FUZZ
@@ -759,7 +729,7 @@ def test_validation_helpers(data):
     """The checks of path_lib.validation on junk: a named TypeError/ValueError, or the value back."""
     value = data.draw(st.sampled_from(JUNK))
     which = data.draw(st.sampled_from(["bool", "optional_bool", "int", "number", "choice", "block_size", "scale",
-                                       "tensor", "tokens", "dtype_name"]))
+                                       "tensor", "tokens", "device", "dtype_name"]))
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_num = isinstance(value, (int, float)) and not isinstance(value, bool)
     if which == "bool":
@@ -788,6 +758,11 @@ def test_validation_helpers(data):
               and value.dim() == 1 else ("t",))
     elif which == "tokens":
         judge(lambda: V.check_tokens(value, 3, ndim=1), ("tokens",))
+    elif which == "device":
+        value = data.draw(st.sampled_from(JUNK + DEVICES))
+        named = _device_named(value)
+        judge(lambda: V.as_device(value, "where"), () if named else ("where",),
+              lambda o: (isinstance(o, torch.device) and str(o) == named) or pytest.fail(str(o)))
     else:
         dtype = data.draw(st.sampled_from(V.FLOAT_DTYPES))
         assert getattr(torch, V.dtype_name(dtype)) is dtype
@@ -1107,8 +1082,8 @@ FUZZED = {
                                        "boundary_adjusted_keys"},
     "path_lib.reference.sba": {"stick_breaking_weights", "sba_weights", "sba_attention"},
     "path_lib.reference.short_conv": {"short_conv_normalize_torch", "check_short_conv"},
-    "path_lib.validation": {"dtype_name", "check_device", "check_same_device", "check_finite", "check_tensor",
-                            "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values",
+    "path_lib.validation": {"dtype_name", "check_device", "check_same_device", "as_device", "check_finite",
+                            "check_tensor", "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values",
                             "check_scale", "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
                             "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens"},
     "path_lib.kernels": {"path_attention", "transform_keys_to_end", "is_available", "sources_sha256", "code_sha256",

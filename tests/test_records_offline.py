@@ -4,14 +4,12 @@ alone into a temporary folder, so no checkout is in sight; then every record tha
 load by name is fetched through ``PATH_BOOK_RECORDS_BASE``. Offline: nothing leaves this machine."""
 from __future__ import annotations
 
-import functools
-import http.server
+import importlib.util
 import json
 import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -28,20 +26,14 @@ def record_names(notebook: str) -> set:
     return set(CALL.findall(src))
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def served_repo():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(ROOT)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    """The repository served on 127.0.0.1 by benchmarks/run_chapters.py's server; yields its base URL."""
+    spec = importlib.util.spec_from_file_location("run_chapters", ROOT / "benchmarks" / "run_chapters.py")
+    run_chapters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_chapters)
+    with run_chapters.serve_records(ROOT) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from helpers import decode_by_steps
 from path_lib.nn.layers import ATTENTION_LAYERS, make_attention
 from path_lib.nn.model import TinyLM
 from path_lib.nn.rotations import (LEGACY_ALIASES, LearnedRotationAttention, RandomRotationAttention,
@@ -78,12 +79,7 @@ def test_layers_step_equals_forward_and_learning_flag(kind):
     torch.manual_seed(0)
     layer = make_attention(kind, 16, 2).double()
     x = torch.randn(2, 6, 16, dtype=torch.float64)
-    y = layer(x)
-    state, ys = None, []
-    for t in range(6):
-        yt, state = layer.step(x[:, t], state)
-        ys.append(yt)
-    torch.testing.assert_close(torch.stack(ys, 1), y, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(decode_by_steps(layer, x)[0], layer(x), atol=1e-12, rtol=1e-12)
     trainable = {n for n, p in layer.named_parameters()}
     assert ("angle_proj.weight" in trainable) == (kind in ("learned_rot", "hid_rot_learned"))
     # equal inputs give equal angles (token-dependent, not position-dependent)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from helpers import decode_by_steps
 from path_lib.nn.layers import SBAAttention, make_attention
 from path_lib.nn.model import TinyLM
 from path_lib.reference.sba import sba_attention, sba_weights, stick_breaking_weights
@@ -79,12 +80,7 @@ def test_layer_step_equals_forward(attend_current):
     torch.manual_seed(0)
     layer = SBAAttention(16, 4, n_kv_heads=2, attend_current=attend_current).double()
     x = torch.randn(2, 7, 16, dtype=torch.float64)
-    y = layer(x)
-    state, ys = None, []
-    for t in range(7):
-        yt, state = layer.step(x[:, t], state)
-        ys.append(yt)
-    torch.testing.assert_close(torch.stack(ys, 1), y, atol=1e-12, rtol=0)
+    torch.testing.assert_close(decode_by_steps(layer, x)[0], layer(x), atol=1e-12, rtol=0)
 
 
 def test_tinylm_sba_trains_and_generates():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -49,18 +50,10 @@ def run_without_triton(path: Path, env: dict) -> None:
     """Execute the notebook at ``path`` in a kernel started with ``env`` (its folder as working dir)."""
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(CHECK_CELL))
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)    # the kernel inherits this process's environment
-    try:
+    with mock.patch.dict(os.environ, env):    # the kernel inherits this process's environment
         client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
                                          resources={"metadata": {"path": str(path.parent)}})
         client.execute()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def test_the_block_works(no_triton_env, tmp_path):

@@ -19,13 +19,13 @@ plain test for each gap a 1400-call fuzz found (named after the case).
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
+from fuzz_helpers import REFUSED, names_any
 from helpers import numpy_path_attention
 from path_lib.impl import path_attention
 from path_lib.reference.attention import (alibi_attention, alibi_slopes, apply_rope, fox_attention,
@@ -44,7 +44,6 @@ FUZZ_SMALL = settings(FUZZ, max_examples=150)
 f64, f32 = torch.float64, torch.float32
 HALF = (torch.float16, torch.bfloat16)
 VALID, INVALID, VALUE, RELATION = "valid", "invalid", "value", "relation"
-REFUSED = object()
 
 
 def test_public_entry_points_are_all_fuzzed():
@@ -71,10 +70,6 @@ def test_is_cache_takes_anything_and_recognises_only_caches():
 # the outcome rule
 # ----------------------------------------------------------------------------------------------
 
-def _names_any(message: str, names) -> bool:
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message) for n in names)
-
-
 def _resolve(effects, fits):
     """Relation effects become valid when the oracle says the final shapes fit, else invalid."""
     return [((VALID if fits is True else INVALID) if kind == RELATION else kind, names)
@@ -95,7 +90,7 @@ def _outcome(call, effects, *, values_checked: bool):
         out = call()
     except (ValueError, TypeError) as e:
         assert must, f"valid input refused: {type(e).__name__}: {e}"
-        assert _names_any(str(e), must | values), f"{type(e).__name__} names none of {sorted(must)}: {e}"
+        assert names_any(str(e), must | values), f"{type(e).__name__} names none of {sorted(must)}: {e}"
         event("refused, named")
         return REFUSED
     assert not must, f"invalid input ({sorted(must)}) was accepted"

@@ -402,20 +402,25 @@ def decide_ff_rope(rec: Dict) -> str:
             f"{_hours(total)} of run time at the recorded rate, {_sharing(rec)}")
 
 
+def _rerun_cost(rec: Dict, steps: int, seeds: int = 3) -> str:
+    """The run time of every run of ``rec`` at ``steps`` steps, ``seeds`` times over, each at its
+    own recorded step rate (``train_seconds / steps_done``)."""
+    total = seeds * sum(r["train_seconds"] / r["steps_done"] * steps for r in rec["runs"])
+    return f"about {_hours(total)} of run time at the recorded rates"
+
+
 def decide_a5(rec: Dict) -> str:
     steps = max(r["steps_done"] for r in rec["runs"])
-    total = 3 * sum(r["train_seconds"] / r["steps_done"] * steps for r in rec["runs"])
     models = sorted(_DISPLAY.get(m, m) for m in {_name(r) for r in rec["runs"]})
     depths = sorted({r["model"]["n_layers"] for r in rec["runs"]})
     return (f"an equal-steps layer scan: {', '.join(models)} at {depths[0]}-{depths[-1]} layers, 3 seeds, every run "
             f"{steps:,} steps (the most any run reached in its time slot here), reading the fewest layers that reach "
-            f"90%: about {_hours(total)} of run time at the recorded rates, {_sharing(rec)}")
+            f"90%: {_rerun_cost(rec, steps)}, {_sharing(rec)}")
 
 
 def decide_mqrar(rec: Dict) -> str:
     steps = max(r["steps_planned"] for r in rec["runs"])
-    total = 3 * sum(r["train_seconds"] / r["steps_done"] * steps for r in rec["runs"])
     ns = sorted({r["task_kwargs"]["n_back"] for r in rec["runs"]})
     return (f"PaTH and RoPE at N = {ns[0]}-{ns[-1]}, 3 seeds, every run {steps:,} steps (the longest schedule "
-            f"planned here), at the paper's sizes: about {_hours(total)} of run time at the recorded rates "
-            f"({_sharing(rec)}); PaTH's rate dominates the cost")
+            f"planned here), at the paper's sizes: {_rerun_cost(rec, steps)} ({_sharing(rec)}); PaTH's rate "
+            "dominates the cost")

@@ -18,8 +18,8 @@ from typing import List, Tuple
 
 import torch
 
-from ..validation import (check_bool, check_cu_seqlens, dtype_name as _name_dtype, check_device, check_int,
-                          check_tensor)
+from ..validation import (as_device, check_bool, check_cu_seqlens, dtype_name as _name_dtype, check_device,
+                          check_int, check_tensor)
 
 __all__ = ["check_attention_mask", "compaction", "gather_time", "check_cu_seqlens", "varlen_layout"]
 
@@ -96,14 +96,7 @@ def varlen_layout(offsets: List[int], device) -> Tuple[torch.Tensor, torch.Tenso
                         + repr(offsets)[:200])
     if offsets[0] != 0 or any(b < a for a, b in zip(offsets, offsets[1:])):
         raise ValueError("offsets must start at 0 and be non-decreasing, got " + repr(list(offsets))[:200])
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
-    try:
-        device = torch.device(device)
-    except RuntimeError as e:
-        raise ValueError(f"device {device!r} is not a device: {e}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} is CUDA, and CUDA is not available here")
+    device = as_device(device)
     starts, lengths = offsets[:-1], [b - a for a, b in zip(offsets, offsets[1:])]
     L = max(lengths)
     t = torch.arange(L, device=device)
