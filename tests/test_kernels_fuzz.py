@@ -256,7 +256,7 @@ def test_public_entry_points_name_their_bad_arguments():
             K.blocking(T, 64)
     with pytest.raises(ValueError, match="D must be"):
         K.kernel_config(K.H200, torch.bfloat16, 0, 64)
-    with pytest.raises(ValueError, match="not a device name"):
+    with pytest.raises(ValueError, match="device .gpu7. is not a device"):
         K.kernel_config("gpu7", torch.bfloat16, 64, 64)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):

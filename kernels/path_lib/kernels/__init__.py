@@ -27,6 +27,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from path_lib.validation import as_device
+
 from ._api import path_attention as _path_attention
 from ._api import transform_keys_to_end as _transform_keys_to_end
 from ._backward import backward_slices as _backward_slices
@@ -146,6 +148,24 @@ def _check_positive_int(x, name: str) -> None:
         raise ValueError(f"{name} must be a positive int, got {x!r}")
 
 
+def _device_arg(device, where: str):
+    """``device`` for the configuration: a :class:`DeviceInfo` as it is, else a ``torch.device``
+    (``path_lib.validation.as_device`` of a name or a ``torch.device``; a bare int index is refused);
+    errors name ``where``'s ``device``."""
+    import torch
+    if isinstance(device, DeviceInfo):
+        return device
+    try:
+        if not isinstance(device, (str, torch.device)):
+            raise TypeError
+        return as_device(device, f"{where}: device")
+    except TypeError:
+        raise TypeError(f"{where}: device must be a torch.device, a device name or a DeviceInfo, "
+                        f"got {type(device).__name__}") from None
+    except ValueError as e:
+        raise ValueError(f"{e} (describe one by hand instead: H200, A100, T4)") from None
+
+
 def kernel_config(device, dtype, D: int, T: int, forward_only: bool = False, *, block_size=None,
                   seg_blocks=None) -> KernelConfig:
     """The launch configuration of :func:`path_attention` for q of ``dtype``, head dim ``D`` and sequence
@@ -157,17 +177,7 @@ def kernel_config(device, dtype, D: int, T: int, forward_only: bool = False, *, 
     _check_flag(forward_only, "forward_only")
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"kernel_config: dtype must be a torch.dtype, got {type(dtype).__name__}")
-    if isinstance(device, str):
-        try:
-            device = torch.device(device)
-        except RuntimeError as e:
-            raise ValueError(f"kernel_config: device {device!r} is not a device name ({e})") from None
-    if not isinstance(device, (DeviceInfo, torch.device)):
-        raise TypeError(f"kernel_config: device must be a torch.device, a device name or a DeviceInfo, "
-                        f"got {type(device).__name__}")
-    if isinstance(device, torch.device) and device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"kernel_config: device {str(device)!r} is CUDA, and CUDA is not available here "
-                         "(describe one by hand instead: H200, A100, T4)")
+    device = _device_arg(device, "kernel_config")
     return _kernel_config(device, dtype, D, T, forward_only, block_size=block_size, seg_blocks=seg_blocks)
 
 
@@ -178,24 +188,12 @@ def backward_slices(device, cfg: KernelConfig, batch: int, key_heads: int) -> in
     (4 * multiprocessors))``, at least 1, or ``PATH_KERNELS_BWD_SLICES``. Each slice takes its own float32
     working buffers (a lower peak memory) and each launch fewer programs. Raises ``TypeError`` /
     ``ValueError`` naming the argument for a bad one."""
-    import torch
     if not isinstance(cfg, KernelConfig):
         raise TypeError(f"backward_slices: cfg must be a KernelConfig (kernel_config(...)), got {type(cfg).__name__}")
     for name, x in (("batch", batch), ("key_heads", key_heads)):
         if isinstance(x, bool) or not isinstance(x, int) or x < 1:
             raise ValueError(f"backward_slices: {name} must be a positive int, got {x!r}")
-    if not isinstance(device, (DeviceInfo, torch.device, str)):
-        raise TypeError(f"backward_slices: device must be a torch.device, a device name or a DeviceInfo, "
-                        f"got {type(device).__name__}")
-    if isinstance(device, str):
-        try:
-            device = torch.device(device)
-        except RuntimeError as e:
-            raise ValueError(f"backward_slices: device {device!r} is not a device name ({e})") from None
-    if isinstance(device, torch.device) and device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"backward_slices: device {str(device)!r} is CUDA, and CUDA is not available here "
-                         "(describe one by hand instead: H200, A100, T4)")
-    return _backward_slices(device, cfg, batch, key_heads)
+    return _backward_slices(_device_arg(device, "backward_slices"), cfg, batch, key_heads)
 
 
 def blocking(T: int, D: int, dtype=None, *, forward_only: bool = False) -> tuple:
