@@ -62,16 +62,16 @@ matrices ``[B, H, NB, BT, BT]``, per-segment matrices ``[B, H, NS, D, D]``, row 
 
 Files: ``_triton_common.py`` (shared helpers), ``_triton_forward.py``, ``_triton_backward.py``,
 ``_triton_factors.py`` (per-block and per-segment work, forward and backward). This module gathers the
-kernels by name for the launches.
+kernels and their helpers by name (for the launches and the kernel chapter's listings).
 """
 from ._triton_backward import (_bwd_diag_kernel, _bwd_inter_kv_kernel, _bwd_inter_q_kernel, _bwd_intra_kernel,
                                _delta_kernel)
-from ._triton_common import LOG2E
-from ._triton_factors import (_bwd_block_kernel, _pair_kernel, _prep_kernel, _seg_bwd_kernel, _seg_fwd_kernel,
-                              _seg_grad_kernel, _ut_a_kernel, _ut_kernel)
+from ._triton_common import LOG2E, _chunk, _query_head, _sq, _tile
+from ._triton_factors import (_blk16, _bwd_block_kernel, _inv16_diag, _pair_kernel, _prep_kernel, _put16,
+                              _seg_bwd_kernel, _seg_fwd_kernel, _seg_grad_kernel, _ut_a_kernel, _ut_kernel)
 from ._triton_forward import _earlier_segments, _fwd_inter_kernel, _fwd_kernel
 
 __all__ = ["LOG2E", "_fwd_kernel", "_fwd_inter_kernel", "_earlier_segments", "_delta_kernel", "_bwd_inter_q_kernel",
            "_bwd_inter_kv_kernel", "_bwd_intra_kernel", "_bwd_diag_kernel", "_ut_a_kernel", "_ut_kernel",
            "_prep_kernel", "_seg_fwd_kernel", "_pair_kernel", "_seg_bwd_kernel", "_seg_grad_kernel",
-           "_bwd_block_kernel"]
+           "_bwd_block_kernel", "_tile", "_chunk", "_sq", "_query_head", "_inv16_diag", "_blk16", "_put16"]
