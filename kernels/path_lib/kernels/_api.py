@@ -151,10 +151,12 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
     Tp = cfg.n_blocks * cfg.block
     G = _gate_cumsum(g) if g is not None else None
     args = [_pad_time(x, Tp) for x in (q, k, v, w, beta)]
-    Gp = _pad_time(G, Tp) if G is not None else None
-    if G is not None and Tp > T:  # keep the padded tail's G finite (it only meets padded rows)
-        Gp = Gp.clone()
-        Gp[:, T:] = G[:, T - 1:T]
+    Gp = None
+    if G is not None:
+        Gp = _pad_time(G, Tp)
+        if Tp > T:  # keep the padded tail's G finite (it only meets padded rows)
+            Gp = Gp.clone()
+            Gp[:, T:] = G[:, T - 1:T]
     o = _PathAttnFn.apply(*args, Gp, scale, cfg)
     return o[:, :T] if Tp > T else o
 

@@ -5,6 +5,8 @@ in batch slices where that lowers the peak memory (:func:`backward_slices`).
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 import torch
 
 from ._config import DeviceInfo, KernelConfig, env_overrides
@@ -52,14 +54,14 @@ def _backward_impl(saved: Saved, do, scale, cfg: KernelConfig, has_g):
     do = do.contiguous()
     if n == 1:
         return _backward_slice(saved, do, scale, cfg, has_g)
-    f32 = dict(dtype=torch.float32, device=q.device)
+    f32: Dict[str, Any] = dict(dtype=torch.float32, device=q.device)
     out = dict(dq=torch.empty_like(q), dk=torch.empty_like(k), dv=torch.empty_like(v),
                dw=torch.empty(B, T, HK, D, **f32), db=torch.empty(B, T, HK, **f32),
                dg=torch.zeros(B, HQ, T, **f32))
     step = -(-B // n)
     for b0 in range(0, B, step):
         rows = slice(b0, min(B, b0 + step))
-        _backward_slice(Saved(*(None if x is None else x[rows] for x in saved)), do[rows], scale, cfg, has_g,
+        _backward_slice(Saved._make(None if x is None else x[rows] for x in saved), do[rows], scale, cfg, has_g,
                         out={name: x[rows] for name, x in out.items()})
     return (out["dq"], out["dk"], out["dv"], out["dw"], out["db"],
             out["dg"].transpose(1, 2) if has_g else None)
@@ -80,7 +82,7 @@ def _backward_slice(saved: Saved, do, scale, cfg: KernelConfig, has_g, out=None)
     grp = HQ // HK
     BT, SB, NB, NS = _blocks_of(cfg, T)
     dev = q.device
-    f32 = dict(dtype=torch.float32, device=dev)
+    f32: Dict[str, Any] = dict(dtype=torch.float32, device=dev)
     delta = torch.empty(B, HQ, T, **f32)  # do . o per query row
     _run(kern._delta_kernel, (NB, B * HQ), cfg.warps.delta, DO=do, O=o, DELTA=delta, T=T, HQ=HQ, D=D, BT=BT)
     # the kernels run in the order of the memory they hold: the inter kernels, then the segment chain
@@ -106,6 +108,9 @@ def _backward_slice(saved: Saved, do, scale, cfg: KernelConfig, has_g, out=None)
         dks = torch.empty(B, T, HQ, D, **f32)  # gradient of Kseg, written by the key side
         # the segment products in the transport dtype (Om is stored in it): the inter kernels use
         # them only rounded to it
+        if SEG is None:
+            raise RuntimeError("PaTH kernels: the backward needs the segment products, which a forward "
+                               "without gradients does not keep")
         segt = SEG if q.dtype == torch.float32 else SEG.to(q.dtype)
         QR, KR = cfg.query_rows, cfg.key_rows
         _launch(kern._bwd_inter_q_kernel, (NB // (QR // BT), B * HQ), cfg, "inter_q",

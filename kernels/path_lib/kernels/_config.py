@@ -14,7 +14,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -162,7 +162,8 @@ def env_overrides(environ=None) -> Overrides:
     is a ``ValueError`` that names the variable. Item lists are ``key=value`` pairs separated by commas
     (spaces allowed), each key at most once; flags are ``0`` or ``1`` (empty: unset)."""
     env = os.environ if environ is None else environ
-    out, text = {}, []
+    out: Dict[str, Any] = {}
+    text: List[Tuple[str, str]] = []
     for var, (field, keys, values, example) in _ITEM_VARS.items():
         spec = env.get(var, "")
         items = {}
@@ -563,7 +564,7 @@ def kernel_config(device, dtype, D: int, T: int, forward_only: bool = False, *,
     split = dict(env.split)
     col = {key: min(split[key], D) for key in ("seg_split", "block_cols", "diag_cols") if key in split}
     diag = _DIAG_COLS.get(D, D)
-    rows = dict(key_rows=_rows(_KEY_ROWS, split.get("key_rows"), D, BT, SB, n, half),
+    rows: Dict[str, Any] = dict(key_rows=_rows(_KEY_ROWS, split.get("key_rows"), D, BT, SB, n, half),
                 query_rows=_rows(_QUERY_ROWS, split.get("query_rows"), D, BT, SB, n, half),
                 fwd_rows=_rows(_FWD_ROWS, split.get("fwd_rows"), D, BT, SB, n, half) if NS > 1 else BT)
     # stages: the override, else the table where shared memory is plentiful; then at most what fitted
