@@ -331,6 +331,8 @@ class RoPEAttention(_CachedSoftmaxAttention):
 class ALiBiAttention(_CachedSoftmaxAttention):
     """Causal attention with ALiBi's linear distance bias (fixed per-head slopes)."""
 
+    slopes: torch.Tensor                                     #: buffer: the per-head slopes ``[Hq]``, float32
+
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim, backend=backend)
         self.register_buffer("slopes", alibi_slopes(n_heads).float(), persistent=False)
