@@ -306,8 +306,9 @@ class PaTHCache:
         values = self.values.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else self.values
         logits = scale * torch.einsum("bhd,bhtd->bht", q_t.to(self.dtype), keys)
         logits = logits + self.gate_total[..., None] - self.gate_prefix
-        if self._valid is not None:     # padding gets no weight (the finite minimum keeps all-padding rows finite)
-            logits = logits.masked_fill(~self.valid[:, None, :], torch.finfo(logits.dtype).min)
+        valid = self.valid
+        if valid is not None:           # padding gets no weight (the finite minimum keeps all-padding rows finite)
+            logits = logits.masked_fill(~valid[:, None, :], torch.finfo(logits.dtype).min)
         return torch.einsum("bht,bhtd->bhd", torch.softmax(logits, dim=-1), values)
 
     def _check_step(self, q_t, k_t, v_t, w_t, beta_t, g_t, valid_t, check_values):

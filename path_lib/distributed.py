@@ -75,7 +75,7 @@ the scale and on gradient recording: every rank must then pass the same scale an
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 
@@ -444,15 +444,16 @@ def chunked_path_attention(q, k, v, w, beta, g=None, *, n_chunks: int, scale=Non
     if L == 0:
         return q.new_zeros(B, 0, Hq, v.shape[-1])
     cut = lambda x, c: None if x is None else x[:, c * L:(c + 1) * L]   # noqa: E731
+    chunk = lambda c: (cut(q, c), cut(k, c), cut(v, c), cut(w, c), cut(beta, c), cut(g, c))   # noqa: E731
     impl = _resolve_impl(impl, q, v)
     if impl == "triton":
-        ranks = [_KernelLocal(*(cut(x, c) for x in (q, k, v, w, beta, g)), block_size, summary=c < n_chunks - 1,
-                              queries=c > 0) for c in range(n_chunks)]
-        rows = torch.stack([_pack(loc.summary()) for loc in ranks[:-1]]) if n_chunks > 1 else None
+        kernel_ranks = [_KernelLocal(*chunk(c), block_size, summary=c < n_chunks - 1, queries=c > 0)
+                        for c in range(n_chunks)]
+        rows = torch.stack([_pack(loc.summary()) for loc in kernel_ranks[:-1]]) if n_chunks > 1 else None
         shape = (B, L, Hq, Hk, D, v.shape[3], g is not None)
-        return torch.cat([_kernel_output(loc, *(cut(x, c) for x in (q, k, v, w, beta)), scale, rows, c, shape)
-                          for c, loc in enumerate(ranks)], dim=1)
-    ranks = [_Local(*(cut(x, c) for x in (q, k, v, w, beta, g)), block_size) for c in range(n_chunks)]
+        return torch.cat([_kernel_output(loc, *chunk(c)[:5], scale, rows, c, shape) for c, loc in enumerate(kernel_ranks)],
+                         dim=1)
+    ranks = [_Local(*chunk(c), block_size) for c in range(n_chunks)]
     summaries = [loc.summary() for loc in ranks]
     outs = [loc.output(scale, summaries[:c]) for c, loc in enumerate(ranks)]
     return torch.cat(outs, dim=2).transpose(1, 2).to(q.dtype)
@@ -565,7 +566,8 @@ def _agree(rows: torch.Tensor, rank: int, own_error: Optional[BaseException], co
               "grad": "every rank must record gradients (and run the backward) or none",
               "scale": "pass the same scale on every rank"}
     inv = {c: _name_dtype(d) for d, c in _DTYPE_CODES.items()}
-    show = {"dtype": lambda x: inv[int(x)], "scale": lambda x: f"{x:.6g}", "has_g": bool, "grad": bool}
+    show: Dict[str, Callable[[float], object]] = {"dtype": lambda x: inv[int(x)], "scale": lambda x: f"{x:.6g}",
+                                                  "has_g": bool, "grad": bool}
     for f, name in enumerate(_FIELDS[:-1]):
         if name not in compare:
             continue
@@ -628,12 +630,12 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
     shape = (B, L, Hq, Hk, D, Dv, g is not None)
     if impl == "triton":
         # every rank publishes a summary (the all-gather is one collective), the last one unread
-        loc = _KernelLocal(q, k, v, w, beta, g, block_size, summary=world > 1, queries=rank > 0)
-        rows = None
+        kernel_loc = _KernelLocal(q, k, v, w, beta, g, block_size, summary=world > 1, queries=rank > 0)
+        gathered = None
         if world > 1:
-            rows = _AllGather.apply(_pack(loc.summary()).to(cdev), grp, world, rank).to(q.device)
-        out = _kernel_output(loc, q, k, v, w, beta, scale, rows, rank, shape)
-        return _Tie.apply(out, rows) if rows is not None and rank == 0 else out
+            gathered = _AllGather.apply(_pack(kernel_loc.summary()).to(cdev), grp, world, rank).to(q.device)
+        out = _kernel_output(kernel_loc, q, k, v, w, beta, scale, gathered, rank, shape)
+        return _Tie.apply(out, gathered) if gathered is not None and rank == 0 else out
     loc = _Local(q, k, v, w, beta, g, block_size)
     earlier = []
     if world > 1:

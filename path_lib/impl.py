@@ -66,14 +66,14 @@ def _warn_fallback(reason: str) -> None:
                       'Pass backend="triton" to use the kernels anyway.', RuntimeWarning, stacklevel=3)
 
 
-def resolve_backend(backend: str, *, device, dtype: torch.dtype, head_dim: int,
+def resolve_backend(backend: str, *, device, dtype: Optional[torch.dtype], head_dim: int,
                     unfit: Optional[str] = None, name: str = "backend") -> str:
     """The backend that runs for a requested ``backend`` (one of :data:`BACKENDS`).
 
     Args:
         backend: ``"auto"``, ``"triton"``, ``"blockwise"`` or ``"reference"``.
         device: the inputs' device (``torch.device`` or its name).
-        dtype: the inputs' dtype (q's).
+        dtype: the inputs' dtype (q's); None where unknown (never the kernels' under ``"auto"``).
         head_dim: the head dim ``D``.
         unfit: the caller's own reason against the kernels for these inputs (e.g. a context-parallel chunk
             they cannot take), or None.

@@ -243,6 +243,8 @@ def load_result(relpath: str) -> dict:
     base = records_base()
     if base is None:
         root = repo_root()
+        if root is None:        # records_base() saw a checkout; it went away since
+            raise FileNotFoundError(f"recorded result {relpath}: the checkout it was read from is gone")
         path = root / relpath
         if not path.exists():
             raise FileNotFoundError(f"recorded result {relpath} does not exist in {root}")

@@ -223,14 +223,15 @@ def seg_fwd(W: torch.Tensor, TW: torch.Tensor, KA: torch.Tensor, SB: int):
 
     Ws, TWs, KAs = segs(W), segs(TW), segs(KA)
     r = torch.eye(D, dtype=W.dtype, device=W.device).expand(B, H, NS, D, D)
-    RS, KS = [None] * SB, [None] * SB
+    rs_back: list[torch.Tensor] = []                   # R_j, Kseg_j for j = SB-1, ..., 0
+    ks_back: list[torch.Tensor] = []
     for jj in range(SB):
         j = SB - 1 - jj
-        RS[j] = r
-        KS[j] = KAs[:, :, :, j] @ r.transpose(-1, -2)
+        rs_back.append(r)
+        ks_back.append(KAs[:, :, :, j] @ r.transpose(-1, -2))
         r = r - (r @ Ws[:, :, :, j].transpose(-1, -2)) @ TWs[:, :, :, j]
-    RS = torch.stack(RS, dim=3).reshape(B, H, NS * SB, D, D)[:, :, :NB]
-    KS = torch.stack(KS, dim=3).reshape(B, H, NS * SB, BT, D)[:, :, :NB]
+    RS = torch.stack(rs_back[::-1], dim=3).reshape(B, H, NS * SB, D, D)[:, :, :NB]
+    KS = torch.stack(ks_back[::-1], dim=3).reshape(B, H, NS * SB, BT, D)[:, :, :NB]
     return RS, KS, r
 
 
@@ -245,15 +246,16 @@ def pair(SEG: torch.Tensor) -> torch.Tensor:
         OM ``[B, Hk, NS (NS - 1) / 2, D, D]``, ``Om(kc, k)`` at index ``kc (kc - 1) / 2 + k``.
     """
     B, H, NS, D, _ = SEG.shape
-    out = [None] * (NS * (NS - 1) // 2)
+    out: list[torch.Tensor] = []                        # Om(kc, 0), ..., Om(kc, kc-1) for kc = 1, 2, ...
     for kc in range(1, NS):
         m = torch.eye(D, dtype=SEG.dtype, device=SEG.device).expand(B, H, D, D)
-        first = kc * (kc - 1) // 2
+        row = []                                         # Om(kc, k) for k = kc-1, ..., 0
         for j in range(kc):
             k = kc - 1 - j
-            out[first + k] = m
+            row.append(m)
             if k > 0:
                 m = m @ SEG[:, :, k]
+        out.extend(row[::-1])
     return torch.stack(out, dim=2)
 
 
@@ -359,7 +361,7 @@ def fwd(Q, K, V, W, TW, KA, KS, MM, OM, G, scale: float, SB: int, split: bool = 
         active = (c % SB) > j
         src = (c - 1 - j).clamp(min=0)                               # key block c - 1 - j
         s2 = (qs @ KA[:, :, src].transpose(-1, -2)) * sl2
-        if G is not None:
+        if gref is not None:                                         # (set exactly when G is)
             s2 = s2 - ((G[:, :, src] - gref[..., None]) * LOG2E)[..., None, :]
         m_, l_, acc_ = online_softmax_step(m, l, acc, s2, V[:, :, src])
         u = qs @ W[:, :, src].transpose(-1, -2)
@@ -371,7 +373,7 @@ def fwd(Q, K, V, W, TW, KA, KS, MM, OM, G, scale: float, SB: int, split: bool = 
         m, l, acc = earlier_segments(m, l, acc, Q0, KS, V, OM, G, c // SB, NS, SB, sl2, gref)
     O = acc / l[..., None]
     LSE = m + torch.log2(l)
-    if G is not None:
+    if gref is not None:
         LSE = LSE + (G - gref[..., None]) * LOG2E
     return O, LSE, Q0
 
@@ -408,7 +410,7 @@ def fwd_inter(Q0, KS, V, OM, G, O, LSE, scale: float, SB: int, FR: int):
     m, l, acc = earlier_segments(m, l, acc, tiles(Q0), KS, V, OM, G, ks, NS, SB, scale * LOG2E, gref)
     o = acc / l[..., None]
     lse = m + torch.log2(l)
-    if G is not None:
+    if gref is not None:                                             # (set exactly when G is)
         lse = lse + (gq - gref[..., None]) * LOG2E
     o, lse = _keep(ks > 0, (o, lse), (tiles(O), tiles(LSE)))
     return o.reshape(O.shape), lse.reshape(LSE.shape)
@@ -432,14 +434,14 @@ def forward(q, k, v, w, beta, G, scale: float, BT: int, SB: int, FR: Optional[in
     NB = T // BT
     NS = -(-NB // SB)
     pre = precompute(_blocks(k, BT), _blocks(w, BT), _blocks(beta, BT), SB)
-    split = FR is not None and FR > BT and NS > 1
+    tile_rows = FR if FR is not None and FR > BT and NS > 1 else None   # None: no split
     kv = {name: _query_heads(pre[name], grp) for name in ("TW", "KA", "KS", "MM", "OM")}
     Wq, Vq, Kq = (_query_heads(_blocks(x, BT), grp) for x in (w, v, k))
     Gb = None if G is None else G.reshape(B, Hq, NB, BT)
     O, LSE, Q0 = fwd(_blocks(q, BT), Kq, Vq, Wq, kv["TW"], kv["KA"], kv["KS"], kv["MM"], kv["OM"], Gb,
-                     scale, SB, split)
-    if split:
-        O, LSE = fwd_inter(Q0, kv["KS"], Vq, kv["OM"], Gb, O, LSE, scale, SB, FR)
+                     scale, SB, tile_rows is not None)
+    if tile_rows is not None:
+        O, LSE = fwd_inter(Q0, kv["KS"], Vq, kv["OM"], Gb, O, LSE, scale, SB, tile_rows)
     return _unblocks(O), dict(pre, LSE=LSE, Q0=Q0)
 
 

@@ -73,7 +73,7 @@ def api_markdown(modules: Optional[Sequence[str]] = None) -> str:
             parts.append(f"**`{name}`**: needs `{extra}` (not installed here: {e})")
             continue
         parts.append(f"**`{name}`**: {_summary(mod.__doc__)}")
-        for e in module_entries(name):
-            body = e["doc"].replace("```", "'''")
-            parts.append(f"- `{name}.{e['name']}` ({e['kind']})\n\n```text\n{e['name']}{e['signature']}\n\n{body}\n```")
+        for entry in module_entries(name):
+            body = entry["doc"].replace("```", "'''")
+            parts.append(f"- `{name}.{entry['name']}` ({entry['kind']})\n\n```text\n{entry['name']}{entry['signature']}\n\n{body}\n```")
     return "\n\n".join(parts)

@@ -75,7 +75,9 @@ def page_times(record: dict) -> Dict[str, dict]:
 def collect_times(records: Dict[str, Optional[dict]]) -> dict:
     """Sort the records (by their names: keys of :data:`TIMES_RECORDS`, ``"estimate"``, ``"legacy_gpu"``)
     into ``dict(cpu={page: row}, gpu={page: [rows, measured]}, estimate={page: row})``."""
-    cpu, gpu, estimate = {}, {}, {}
+    cpu: Dict[str, dict] = {}
+    gpu: Dict[str, List[dict]] = {}
+    estimate: Dict[str, dict] = {}
     for name, rec in records.items():
         if rec is None:
             continue
@@ -99,9 +101,10 @@ def load_times(load: Optional[Callable[[str], dict]] = None) -> dict:
     the checkout's files, or the repository's raw files without a checkout); a missing or unreachable
     record is left out. ``load`` replaces the loader (tests)."""
     if load is None:
-        from ..records import load_result as load
+        from ..records import load_result
+        load = load_result
     names = dict(TIMES_RECORDS, estimate=ESTIMATE_RECORD, legacy_gpu=LEGACY_GPU_RECORD)
-    records = {}
+    records: Dict[str, Optional[dict]] = {}
     for name, rel in names.items():
         try:
             records[name] = load(rel)

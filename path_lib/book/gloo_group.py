@@ -69,7 +69,7 @@ def run_gloo_group(fn, world_size: int, *args, timeout: float = 60.0) -> list:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    ctx = mp.get_context(method)
+    ctx = mp.get_context("forkserver") if method == "forkserver" else mp.get_context("spawn")
     if method == "forkserver":
         ctx.set_forkserver_preload(["torch", "torch.distributed", __name__, module])
     results = ctx.Queue()
@@ -78,7 +78,8 @@ def run_gloo_group(fn, world_size: int, *args, timeout: float = 60.0) -> list:
              for r in range(world_size)]
     for p in procs:
         p.start()
-    got, end = {}, time.monotonic() + timeout
+    got: Dict[int, tuple] = {}                                   # rank -> (ok, value)
+    end = time.monotonic() + timeout
     try:
         while len(got) < world_size:
             try:
@@ -115,13 +116,13 @@ def self_check_rank(rank: int, world_size: int, *, chunk_len: int = 6, n_heads: 
     import time
     gen = torch.Generator().manual_seed(seed)
     B, L, T = 1, chunk_len, chunk_len * world_size
-    f64 = dict(generator=gen, dtype=torch.float64)
-    q, k, v = (torch.randn(B, T, h, head_dim, **f64) for h in (n_heads, n_kv_heads, n_kv_heads))
-    w = torch.nn.functional.normalize(torch.randn(B, T, n_kv_heads, head_dim, **f64), dim=-1)
-    beta = 2 * torch.rand(B, T, n_kv_heads, **f64)
-    g = torch.nn.functional.logsigmoid(torch.randn(B, T, n_heads, **f64)) if gate else None
+    f64 = torch.float64
+    q, k, v = (torch.randn(B, T, h, head_dim, generator=gen, dtype=f64) for h in (n_heads, n_kv_heads, n_kv_heads))
+    w = torch.nn.functional.normalize(torch.randn(B, T, n_kv_heads, head_dim, generator=gen, dtype=f64), dim=-1)
+    beta = 2 * torch.rand(B, T, n_kv_heads, generator=gen, dtype=f64)
+    g = torch.nn.functional.logsigmoid(torch.randn(B, T, n_heads, generator=gen, dtype=f64)) if gate else None
     full = [x.requires_grad_(True) for x in (q, k, v, w, beta, g) if x is not None]
-    do = torch.randn(B, T, n_heads, head_dim, **f64)
+    do = torch.randn(B, T, n_heads, head_dim, generator=gen, dtype=f64)
     ref = path_attention(*full, *([] if gate else [None]), impl="explicit")
     ref_grads = torch.autograd.grad(ref, full, do)
     mine = [x.detach()[:, rank * L:(rank + 1) * L].clone().requires_grad_(True) for x in full]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Optional
+from typing import List, Optional
 
 import torch
 
@@ -125,7 +125,7 @@ def tile_grid_figure(T: int, BT: int, SB: Optional[int] = None, *, split: bool =
     width = size + 2.8                                  # the grid, then the legend on the right
     fig = Figure(figsize=(width, size))
     left, axw = 0.8 / width, 0.8 * size / width
-    ax = fig.add_axes([left, 0.12, axw, 0.78])
+    ax = fig.add_axes((left, 0.12, axw, 0.78))
     cmap = ListedColormap([_COLORS[k] for k in range(4)])
     ax.pcolormesh(edges, edges, phases.numpy(), cmap=cmap, vmin=-0.5, vmax=3.5,
                   edgecolors="white" if NB <= 32 else "face", linewidth=0.6 if NB <= 32 else 0)
@@ -188,7 +188,7 @@ def segment_figure(T: int, BT: int, SB: int, *, query: Optional[int] = None, key
     if not (0 <= key < query < T):
         raise ValueError(f"need 0 <= key < query < T, got key={key}, query={query}, T={T}")
     fig = Figure(figsize=(9, 3.6))
-    ax = fig.add_axes([0.02, 0.02, 0.96, 0.96])
+    ax = fig.add_axes((0.02, 0.02, 0.96, 0.96))
     ax.set_xlim(-0.02 * T, 1.02 * T); ax.set_ylim(-3.3, 2.2); ax.axis("off")
     shades = ["#e9f5f3", "#dbe7f0"]
     for s in range(NS):
@@ -276,7 +276,7 @@ def source_excerpt(obj, start: Optional[str] = None, stop: Optional[str] = None,
     fn = _python_function(obj)
     lines, first = inspect.getsourcelines(fn)
     path = inspect.getsourcefile(fn)
-    if root is not None:
+    if root is not None and path is not None:
         path = os.path.relpath(path, str(root))
     name = getattr(fn, "__qualname__", repr(fn))
     i0, i1 = 0, len(lines)
@@ -310,6 +310,8 @@ def _docstring_span(lines) -> Optional[tuple]:
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or ast.get_docstring(fn) is None:
         return None
     node = fn.body[0]
+    if node.end_lineno is None:                          # (ast.parse sets it; a built tree may not)
+        return None
     return node.lineno - 1, node.end_lineno - 1
 
 
@@ -335,7 +337,8 @@ def _reflow_docstring(lines: list, width: int) -> list:
     alone = len(lines) > 1 and lines[-1].strip() == quote        # closing quotes on a line of their own
     text = [indent + first[3:]] + lines[1:]
     text[-1] = text[-1].rstrip()[:-3]
-    paragraphs, cur = [], []
+    paragraphs: List[Optional[List[str]]] = []           # None: a blank line between paragraphs
+    cur: List[str] = []
     for line in text:
         if line.strip():
             cur.append(line)

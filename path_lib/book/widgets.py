@@ -175,7 +175,7 @@ def static_widget_html(render: Callable[..., Any], *, initial: Optional[Dict[str
     for combo in itertools.product(*grids.values()):
         frames.append(_figure_png(render(**dict(zip(names, combo))), dpi))
     labels = [[_label(v) for v in grids[n]] for n in names]
-    title = title or getattr(render, "__name__", "figure")
+    title = title or str(getattr(render, "__name__", "figure"))
     digest = hashlib.sha1("".join(frames[:3]).encode() + repr(labels).encode()).hexdigest()[:10]
     wid = f"path-widget-{digest}-{next(_counter)}"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 __all__ = ["UnequalTrainingError", "run_record", "check_equal_training", "comparison_table", "paired_differences",
            "format_comparison", "json_key"]
@@ -36,8 +36,9 @@ def run_record(result: Dict, *, model: str, seed: int, metrics: Optional[Dict[st
     schedule["steps"] = result.get("steps_requested", cfg["steps"])
     if batch_size is not None:
         schedule["batch_size"] = batch_size
+    planned = result["steps_requested"] if "steps_requested" in result else result["steps_planned"]
     return {"model": model, "seed": int(seed), "steps_done": int(result["steps_done"]),
-            "steps_planned": int(result.get("steps_requested", result.get("steps_planned"))),
+            "steps_planned": int(planned),
             "tokens_seen": int(result.get("tokens_seen", 0)), "final_lr": float(result.get("final_lr", float("nan"))),
             "wall_seconds": float(result.get("wall_seconds", result.get("train_seconds", 0.0))),
             "complete": bool(result.get("complete", False)), "schedule": schedule,
@@ -64,7 +65,7 @@ def check_equal_training(records: Sequence[Dict], *, min_seeds: int = 3) -> Opti
     sched = {json_key(r["schedule"]) for r in records}
     if len(sched) > 1:
         return "The runs used different optimiser schedules, so they are not comparable."
-    seeds = {}
+    seeds: Dict[str, List[int]] = {}
     for r in records:
         seeds.setdefault(r["model"], []).append(r["seed"])
     for m, ss in seeds.items():

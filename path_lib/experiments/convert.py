@@ -106,10 +106,11 @@ def _check_rope_teacher(teacher) -> TinyLM:
 
 
 def _sizes(model: TinyLM) -> Dict:
-    a = model.blocks[0].attn
+    first = next(iter(model._each_block()))
+    a = first.attn
     return {"vocab_size": model.embed.num_embeddings, "d_model": model.embed.embedding_dim,
             "n_layers": len(model.blocks), "n_heads": a.n_heads, "n_kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
-            "mlp_hidden": model.blocks[0].mlp[0].out_features}
+            "mlp_hidden": first.mlp[0].out_features}
 
 
 def _check_pair(student, teacher, keys: Sequence[str]) -> None:
@@ -206,7 +207,7 @@ def convert_rope_to_path(teacher: TinyLM, *, attention: str = "path", init: str 
     if init == "nope":
         b0 = math.log(beta_init / (2.0 - beta_init))              # 2 sigmoid(b0) = beta_init
         f0 = math.log(forget_init / (1.0 - forget_init))          # sigmoid(f0) = forget_init
-        for block in student.blocks:
+        for block in student._each_block():
             a = block.attn
             a.beta_proj.weight.zero_()
             a.beta_proj.bias.fill_(b0)
@@ -237,7 +238,7 @@ class _Capture:
     def __init__(self, model: TinyLM):
         self.inputs: List[torch.Tensor] = []
         self.outputs: List[torch.Tensor] = []
-        self.handles = [b.attn.register_forward_hook(self._hook) for b in model.blocks]
+        self.handles = [b.attn.register_forward_hook(self._hook) for b in model._each_block()]
 
     def _hook(self, module, args, output):
         self.inputs.append(args[0])
@@ -260,7 +261,7 @@ def _teacher_pass(teacher: TinyLM, x: torch.Tensor):
 
 
 def _attention_mse(student: TinyLM, inputs, outputs) -> torch.Tensor:
-    errs = [F.mse_loss(b.attn(h).float(), o.float()) for b, h, o in zip(student.blocks, inputs, outputs)]
+    errs = [F.mse_loss(b.attn(h).float(), o.float()) for b, h, o in zip(student._each_block(), inputs, outputs)]
     return torch.stack(errs).mean()
 
 
@@ -445,13 +446,13 @@ def distill_logits(student: TinyLM, teacher: TinyLM, batches: Batches, *, config
                       **train_kwargs)
 
 
-distill_attention.__doc__ += _STAGE_DOC
-distill_logits.__doc__ += _STAGE_DOC
+distill_attention.__doc__ = (distill_attention.__doc__ or "") + _STAGE_DOC
+distill_logits.__doc__ = (distill_logits.__doc__ or "") + _STAGE_DOC
 
 
 def convert_and_distill(teacher: TinyLM, batches: Batches, *, stage1: TrainConfig, stage2: TrainConfig,
                         attention: str = "path", init: str = "nope", beta_init: float = 0.1,
-                        forget_init: float = 0.99, seed: int = 0, device=None, stage2_batches: Batches = None,
+                        forget_init: float = 0.99, seed: int = 0, device=None, stage2_batches: Optional[Batches] = None,
                         progress: bool = False, **path_kwargs) -> Tuple[TinyLM, Dict[str, Dict]]:
     """The whole conversion in one call: :func:`convert_rope_to_path`, then stage 1
     (:func:`distill_attention`, ``stage1``'s steps), then stage 2 (:func:`distill_logits`, ``stage2``'s steps).

@@ -49,7 +49,7 @@ import multiprocessing as mp
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
 import torch
 
@@ -70,12 +70,34 @@ __all__ = ["ConvConfig", "PRESETS", "ARMS", "STUDENTS", "ABLATION", "SCRATCH", "
 #: flip-flop's symbols as bytes, in the id order of :func:`path_lib.experiments.tasks.flip_flop` (w, r, i, 0, 1)
 FF_BYTES = torch.tensor([ord(c) for c in "wri01"], dtype=torch.long)
 
+class _Conversion(TypedDict, total=False):
+    """Keywords of :func:`path_lib.experiments.convert.convert_rope_to_path` for a converted arm."""
+    attention: str
+    init: str
+    beta_init: float
+    forget_init: float
+    seed: int
+    backend: str
+    block_size: int
+
+
+class _PhaseRun(TypedDict):
+    """Keywords of every phase's training call (:func:`path_lib.experiments.train.train`'s)."""
+    data_seed: int
+    device: Union[str, torch.device]
+    deadline: Optional[float]
+    stop_after_steps: Optional[int]
+    checkpoint_path: Optional[str]
+
+
 ARMS = ["RoPE teacher", "RoPE continued", "PaTH scratch", "PaTH converted", "PaTH-FoX converted"]
 #: converted arm -> the student's attention and initialisation (None: the config's)
-STUDENTS = {"PaTH converted": dict(attention="path"), "PaTH-FoX converted": dict(attention="path_fox")}
+STUDENTS: Dict[str, _Conversion] = {"PaTH converted": {"attention": "path"},
+                                    "PaTH-FoX converted": {"attention": "path_fox"}}
 #: the initialisation ablation (``init_ablation``): the same conversion from other starting points
-ABLATION = {"PaTH converted, fresh init": dict(attention="path", init="fresh"),
-            "PaTH converted, beta_init 0.01": dict(attention="path", init="nope", beta_init=0.01)}
+ABLATION: Dict[str, _Conversion] = {
+    "PaTH converted, fresh init": {"attention": "path", "init": "fresh"},
+    "PaTH converted, beta_init 0.01": {"attention": "path", "init": "nope", "beta_init": 0.01}}
 #: arm trained from scratch -> attention
 SCRATCH = {"PaTH scratch": "path", "PaTH-FoX scratch": "path_fox"}
 PHASES = ("teacher", "stage1", "stage2")
@@ -218,8 +240,12 @@ def schedule_key(cfg: ConvConfig, phases: Sequence[str] = PHASES) -> Dict:
 
 def _new_model(attention: str, cfg: ConvConfig, seed: int, device, backend: str) -> TinyLM:
     torch.manual_seed(seed)
-    kw = dict(backend=backend, block_size=cfg.path_block_size_train) if attention.startswith("path") else {}
-    return TinyLM(256, cfg.d_model, cfg.n_layers, cfg.n_heads, attention=attention, **kw).to(device)
+    if attention.startswith("path"):
+        model = TinyLM(256, cfg.d_model, cfg.n_layers, cfg.n_heads, attention=attention, backend=backend,
+                       block_size=cfg.path_block_size_train)
+    else:
+        model = TinyLM(256, cfg.d_model, cfg.n_layers, cfg.n_heads, attention=attention)
+    return model.to(device)
 
 
 def _set_block_size(model: TinyLM, block_size: int) -> None:
@@ -241,7 +267,7 @@ def path_statistics(model: TinyLM, batches) -> Dict[str, float]:
     layers = [b.attn for b in model.blocks if isinstance(b.attn, PaTHAttention)]
     if not layers:
         return {}
-    seen: List[torch.Tensor] = []
+    seen: List[Tuple[PaTHAttention, torch.Tensor]] = []      # (layer, its input)
     handles = [a.register_forward_hook(lambda m, args, out: seen.append((m, args[0]))) for a in layers]
     was = model.training
     model.eval()
@@ -253,8 +279,8 @@ def path_statistics(model: TinyLM, batches) -> Dict[str, float]:
             h.remove()
         model.train(was)
     betas, forgets = [], []
-    for m, h in seen:
-        _, beta, g = m.path_params(h)
+    for layer, inp in seen:
+        _, beta, g = layer.path_params(inp)
         betas.append(beta.mean())
         if g is not None:
             forgets.append(g.exp().mean())
@@ -367,18 +393,19 @@ def run_arm(arm: str, cfg: ConvConfig, corpus: Corpus, seed: int, *, device="cpu
         tmodel.load_state_dict(teacher["model"])
         out["phases"].append(teacher["summary"])         # phase 0 is the teacher's
     student = {**STUDENTS, **ABLATION}.get(arm)
-    if student is not None:
-        kw = dict(init=cfg.init, beta_init=cfg.beta_init, forget_init=cfg.forget_init, seed=seed, backend=backend,
-                  block_size=cfg.path_block_size_train)
+    if student is not None and tmodel is not None:          # (a converted arm: its teacher is loaded above)
+        kw = _Conversion(init=cfg.init, beta_init=cfg.beta_init, forget_init=cfg.forget_init, seed=seed,
+                         backend=backend, block_size=cfg.path_block_size_train)
         kw.update(student)
         out["conversion"] = {k: kw[k] for k in ("attention", "init", "beta_init", "forget_init")}
         model = convert_rope_to_path(tmodel, **kw)
         out["stages"]["converted"] = light_metrics(model, corpus, cfg, teacher=tmodel, device=device)
         if arm in STUDENTS and kw["init"] != "fresh":        # where the library's fresh init would start
-            alt = convert_rope_to_path(tmodel, **dict(kw, init="fresh"))
+            fresh: _Conversion = {**kw, "init": "fresh"}
+            alt = convert_rope_to_path(tmodel, **fresh)
             out["stages"]["fresh_init"] = light_metrics(alt, corpus, cfg, teacher=tmodel, device=device)
             del alt
-    elif arm == "RoPE continued":
+    elif arm == "RoPE continued" and tmodel is not None:   # (its teacher is loaded above)
         model, tmodel = tmodel, None
     else:
         model = _new_model("rope" if arm == "RoPE teacher" else SCRATCH[arm], cfg, seed, device, backend)
@@ -392,16 +419,17 @@ def run_arm(arm: str, cfg: ConvConfig, corpus: Corpus, seed: int, *, device="cpu
             out["phases"].append(blob["summary"])
             out["stages"].update(blob.get("stages", {}))
             continue
-        kw = dict(data_seed=phase_data_seed(phase, seed), device=device, deadline=deadline,
-                  stop_after_steps=stop_after_steps,
-                  checkpoint_path=str(sd / f"{_tag(arm, seed)}-{phase}.ckpt") if sd is not None else None)
+        run = _PhaseRun(data_seed=phase_data_seed(phase, seed), device=device, deadline=deadline,
+                        stop_after_steps=stop_after_steps,
+                        checkpoint_path=str(sd / f"{_tag(arm, seed)}-{phase}.ckpt") if sd is not None else None)
         tc = phase_config(cfg, phase, seed)
-        if student is not None and phase == "stage1":
-            r = distill_attention(model, tmodel, sample, config=tc, **kw)
-        elif student is not None and phase == "stage2":
-            r = distill_logits(model, tmodel, sample, config=tc, **kw)
+        # (tmodel is kept exactly for the converted arms, where student is not None)
+        if tmodel is not None and phase == "stage1":
+            r = distill_attention(model, tmodel, sample, config=tc, **run)
+        elif tmodel is not None and phase == "stage2":
+            r = distill_logits(model, tmodel, sample, config=tc, **run)
         else:
-            r = train(model, sample, tc, progress=False, **kw)
+            r = train(model, sample, tc, progress=False, **run)
         out["phases"].append(_phase_summary(r))
         if not r["complete"]:
             return out
@@ -473,7 +501,7 @@ def _seed_job(cfg: ConvConfig, seed: int, device, backend: str, state_dir: Optio
         runs.append(r)
         if not r["complete"]:
             break
-        if done is not None:
+        if done is not None and sd is not None:             # (done is set exactly when sd is)
             done.write_text(json.dumps(r))
             if arm != "RoPE teacher":                      # finished: its phase models are not needed again
                 for f in sd.glob(f"{_tag(arm, seed)}-*.pt"):

@@ -23,7 +23,7 @@ import platform
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -91,7 +91,7 @@ def load_stdlib_corpus(*, max_bytes: int = 32_000_000, val_percent: float = 5.0,
     files = list_stdlib_files(root)
     if not files:
         raise ValueError(f"no *.py files under {root}: the corpus is missing")
-    parts = {"train": [], "val": []}
+    parts: Dict[str, List[bytes]] = {"train": [], "val": []}
     counts = {"train": 0, "val": 0}
     total = 0
     digest = hashlib.sha1()

@@ -26,7 +26,7 @@ Stick-breaking attention (SBA) has no softmax: its far mass is measured, the bou
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, TypedDict
 
 import numpy as np
 import torch
@@ -44,6 +44,25 @@ __all__ = ["last_query_row", "attention_inputs", "far_mass", "far_mass_by_length
            "far_mass_over_seeds"]
 
 
+class QueryRow(TypedDict):
+    """:func:`last_query_row`'s result: ``weights`` ``[B, Hq, T]``; ``logits`` ``[B, Hq, T]``, None for SBA;
+    ``softmax``: whether the weights are the logits' softmax."""
+    weights: torch.Tensor
+    logits: Optional[torch.Tensor]
+    softmax: bool
+
+
+class FarMass(TypedDict):
+    """:func:`far_mass`'s result: ``far_mass``, ``bound`` (NaN for SBA), ``lam``: ``[n_layers, Hq, B]``;
+    ``softmax``: ``[n_layers]`` bool; ``n_near``, ``n_far``: the near and far keys' counts."""
+    far_mass: np.ndarray
+    bound: np.ndarray
+    lam: np.ndarray
+    softmax: np.ndarray
+    n_near: int
+    n_far: int
+
+
 def _dt(x: torch.Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
@@ -54,7 +73,7 @@ def _rep(x: torch.Tensor, n: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def last_query_row(layer, x: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+def last_query_row(layer, x: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> QueryRow:
     """The attention row of the last query of each sequence, recomputed from the layer's input.
 
     Args:
@@ -113,8 +132,9 @@ def attention_inputs(model: TinyLM, tokens: torch.Tensor) -> List[Dict]:
     """Run ``model`` on ``tokens [B, T]`` and capture each attention layer's input (and token ids)."""
     if not isinstance(model, TinyLM):
         raise TypeError(f"model must be a TinyLM, got {type(model).__name__}")
-    caught, hooks = [], []
-    for block in model.blocks:
+    caught: List[Dict] = []
+    hooks = []
+    for block in model._each_block():
         def hook(module, args, _store=caught):
             _store.append({"layer": module, "x": args[0], "token_ids": getattr(module, "token_ids", None)})
         hooks.append(block.attn.register_forward_pre_hook(hook))
@@ -130,7 +150,7 @@ def attention_inputs(model: TinyLM, tokens: torch.Tensor) -> List[Dict]:
 
 
 @torch.no_grad()
-def far_mass(model: TinyLM, tokens: torch.Tensor, distance: int) -> Dict[str, np.ndarray]:
+def far_mass(model: TinyLM, tokens: torch.Tensor, distance: int) -> FarMass:
     """Far mass of the last query of each window, per layer and head, and the chapter 11 bound.
 
     Args:
@@ -148,23 +168,24 @@ def far_mass(model: TinyLM, tokens: torch.Tensor, distance: int) -> Dict[str, np
     far = dist > distance
     n_far = int(far.sum())
     n_near = T - n_far
-    out = {"far_mass": [], "bound": [], "lam": [], "softmax": []}
+    out: Dict[str, List[np.ndarray]] = {"far_mass": [], "bound": [], "lam": []}
+    softmax: List[bool] = []
     for rec in attention_inputs(model, tokens):
         row = last_query_row(rec["layer"], rec["x"], rec["token_ids"])
         rho = row["weights"][..., far].sum(-1).double().cpu().numpy()          # [B, Hq]
         out["far_mass"].append(rho.T)
-        if row["softmax"]:
-            lg = row["logits"].double()
+        logits = row["logits"]
+        if logits is not None:                                                 # the softmax rows
+            lg = logits.double()
             lam = ((lg.max(-1).values - lg.min(-1).values) / 2).cpu().numpy()
             out["bound"].append(_bound(n_far, n_near, lam).T)
             out["lam"].append(lam.T)
         else:
             out["bound"].append(np.full(rho.T.shape, np.nan))
             out["lam"].append(np.full(rho.T.shape, np.nan))
-        out["softmax"].append(row["softmax"])
-    res = {k: np.array(v) for k, v in out.items()}
-    res.update({"n_near": n_near, "n_far": n_far})
-    return res
+        softmax.append(row["softmax"])
+    return FarMass(far_mass=np.array(out["far_mass"]), bound=np.array(out["bound"]), lam=np.array(out["lam"]),
+                   softmax=np.array(softmax), n_near=n_near, n_far=n_far)
 
 
 def _bound(n_far: int, n_near: int, lam: np.ndarray) -> np.ndarray:

@@ -104,7 +104,7 @@ def hardware_class(dev: Any = None) -> str:
     """``"cpu"``, ``"t4"`` (a small GPU) or ``"full"`` (Ampere / Hopper class) for ``dev`` (as
     :func:`describe_device` takes it; a DeviceInfo simulates a device)."""
     info = describe_device(dev)
-    if info.kind == "cpu":
+    if info.kind == "cpu" or info.capability is None:          # (a CUDA DeviceInfo always has one)
         return "cpu"
     small = (tuple(info.capability) < FULL_MIN_CAPABILITY
              or (info.memory_gb is not None and info.memory_gb < FULL_MIN_MEMORY_GB)
@@ -193,7 +193,7 @@ def compute_dtype(dev: Any = None):
         raise ValueError(f"PATH_BOOK_DTYPE must be 'float16', 'bfloat16' or 'float32', "
                          f"got {os.environ['PATH_BOOK_DTYPE']!r}")
     info = describe_device(dev)
-    if info.kind == "cpu":
+    if info.kind == "cpu" or info.capability is None:          # (a CUDA DeviceInfo always has one)
         return torch.float32
     if forced:
         return getattr(torch, _DTYPE_NAMES[forced])

@@ -31,7 +31,7 @@ import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 import torch
 import torch.nn.functional as F
@@ -178,7 +178,7 @@ def token_sigma_min(train_len: int) -> float:
 def _set_path_block_size(model: TinyLM, block_size: int) -> None:
     for m in model.modules():
         if hasattr(m, "block_size") and hasattr(m, "backend"):
-            m.block_size = block_size
+            setattr(m, "block_size", block_size)             # (a plain attribute, not a tensor or module)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,7 +232,9 @@ def probe_retrieval(model: TinyLM, lengths: Sequence[int], n_examples: int, fill
     Returns ``{"lengths": [...], "exact": [...], "digit_acc": [...], "n": n_examples}``.
     """
     model.eval()
-    out = {"lengths": [], "exact": [], "digit_acc": [], "n": n_examples}
+    done: List[int] = []
+    exact: List[float] = []
+    digit_acc: List[float] = []
     for L in lengths:
         g = torch.Generator().manual_seed(seed + L)
         toks = passkey_batch(n_examples, L, filler, g)
@@ -244,10 +246,10 @@ def probe_retrieval(model: TinyLM, lengths: Sequence[int], n_examples: int, fill
             pred = logits[:, L - 6:L - 1].argmax(-1)         # predictions of the last 5 bytes
             correct.append((pred == x[:, L - 5:]).cpu())
         c = torch.cat(correct)
-        out["lengths"].append(L)
-        out["exact"].append(float(c.all(-1).float().mean()))
-        out["digit_acc"].append(float(c.float().mean()))
-    return out
+        done.append(L)
+        exact.append(float(c.all(-1).float().mean()))
+        digit_acc.append(float(c.float().mean()))
+    return {"lengths": done, "exact": exact, "digit_acc": digit_acc, "n": n_examples}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -348,7 +350,7 @@ def evaluate_lengths(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], 
     n = max(1, math.ceil(tokens_per_length / train_len))
     g = torch.Generator().manual_seed(seed)
     ends = torch.randint(max(lengths) + 1, data.numel() + 1, (n,), generator=g)   # exclusive ends
-    out = {"lengths": [], "loss": [], "ppl": [], "windows": [], "scored_bytes": []}
+    out: Dict[str, List[float]] = {"lengths": [], "loss": [], "ppl": [], "windows": [], "scored_bytes": []}
     for L in lengths:
         span = min(train_len, L)
         w = data[ends[:, None] - (L + 1) + torch.arange(L + 1)].long()          # [n, L + 1]
@@ -491,22 +493,26 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
         raise ValueError("train_seconds (steps from a timed step) needs workers=1; give steps instead")
     if workers == 1:
         corpus = corpus or load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
-    if cfg.train_seconds is not None:
-        for name in models:
-            step_seconds[name] = time_step(name, cfg, corpus, device=device, path_backend_name=backend)
-        steps = max(cfg.warmup + 1, min(cfg.steps, int(cfg.train_seconds / max(step_seconds.values()))))
-        if verbose:
-            print("step seconds:", {k: round(v, 4) for k, v in step_seconds.items()}, "-> steps", steps, flush=True)
+        if cfg.train_seconds is not None:
+            for name in models:
+                step_seconds[name] = time_step(name, cfg, corpus, device=device, path_backend_name=backend)
+            steps = max(cfg.warmup + 1, min(cfg.steps, int(cfg.train_seconds / max(step_seconds.values()))))
+            if verbose:
+                print("step seconds:", {k: round(v, 4) for k, v in step_seconds.items()}, "-> steps", steps,
+                      flush=True)
+    runs: List[dict] = []                                # filled in place, as are records and by_model
+    records: List[dict] = []
+    by_model: Dict[str, dict] = {}
     res = {"config": asdict(cfg), "corpus": corpus.info if corpus is not None else None, "device": str(device),
            "path_backend": backend, "steps": steps, "seeds": seeds, "step_seconds": step_seconds,
-           "workers": workers, "models": {}, "runs": [], "records": []}
+           "workers": workers, "models": by_model, "runs": runs, "records": records}
     deadline = time.time() + deadline_s if deadline_s else None
 
     def done(name, r):
-        res["runs"].append(r)
-        res["records"].append(r["record"])
+        runs.append(r)
+        records.append(r["record"])
         if r["seed"] == seeds[0]:
-            res["models"][name] = r
+            by_model[name] = r
         if verbose and r["complete"]:
             print(summary_line(name, r, cfg.train_len) + f" seed {r['seed']}", flush=True)
         if on_model_done is not None:
@@ -521,11 +527,13 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
             for fut in cf.as_completed(futs):
                 name, r, res["corpus"] = fut.result()
                 done(name, r)
-        res["models"] = {n: res["models"][n] for n in models if n in res["models"]}
+        res["models"] = {n: by_model[n] for n in models if n in by_model}
         order = {j: i for i, j in enumerate(jobs)}
-        res["runs"].sort(key=lambda r: order[(r["model"], r["seed"])])
-        res["records"] = [r["record"] for r in res["runs"]]
+        runs.sort(key=lambda r: order[(r["model"], r["seed"])])
+        res["records"] = [r["record"] for r in runs]
         return res
+    if corpus is None:                                   # workers < 1: nothing was loaded
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     for name, sd in jobs:
         done(name, run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend,
                              deadline=deadline, seed=sd))
@@ -609,7 +617,7 @@ def record_inequality(rec: dict, *, min_seeds: int = 3) -> Optional[str]:
     if why is None and rec.get("complete", False):
         return None
     short = [r for r in recs if not r["complete"]]
-    seeds = {}
+    seeds: Dict[str, Set[int]] = {}
     for r in recs:
         seeds.setdefault(r["model"], set()).add(r["seed"])
     n_seeds = sorted({len(v) for v in seeds.values()})

@@ -13,7 +13,7 @@ is scored against ``targets[:, t]`` (use :func:`path_lib.experiments.train.maske
 from __future__ import annotations
 
 import itertools
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -246,7 +246,7 @@ def mqrar(batch_size: int, n_back: int = 1, *, length: int = 768, n_keys: int = 
 # registry
 # ----------------------------------------------------------------------------------------------
 
-TASKS = {"flip_flop": flip_flop, "a5": a5_word_problem, "mqrar": mqrar}
+TASKS: Dict[str, Callable[..., Batch]] = {"flip_flop": flip_flop, "a5": a5_word_problem, "mqrar": mqrar}
 
 
 def make_task(name: str, batch_size: int, *, seed=None, generator=None, **kwargs) -> Batch:

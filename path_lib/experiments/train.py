@@ -22,7 +22,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -178,7 +178,8 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
     was_training = model.training
     model.eval()
     loss_sum, right, total, seq_right, seq_total = 0.0, 0, 0, 0, 0
-    pos_right = pos_total = None
+    pos_right: Optional[torch.Tensor] = None                 # per position, summed over the batches
+    pos_total: Optional[torch.Tensor] = None
     for x, y in batches:
         x, y = x.to(device), y.to(device)
         with _autocast(device, autocast_bf16):
@@ -198,10 +199,11 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
             pos_total = pt if pos_total is None else pos_total + pt
     model.train(was_training)
     acc = right / total if total else float("nan")
-    out = {"loss": loss_sum / total if total else float("nan"), "accuracy": acc, "error": 1 - acc,
-           "sequence_accuracy": seq_right / seq_total if seq_total else float("nan"), "n_tokens": total}
-    if per_position:
-        out["accuracy_by_position"] = (pos_right / pos_total).tolist()
+    out: Dict[str, Union[float, List[float]]] = {
+        "loss": loss_sum / total if total else float("nan"), "accuracy": acc, "error": 1 - acc,
+        "sequence_accuracy": seq_right / seq_total if seq_total else float("nan"), "n_tokens": total}
+    if per_position:                                         # (no batches: no positions)
+        out["accuracy_by_position"] = [] if pos_right is None or pos_total is None else (pos_right / pos_total).tolist()
     return out
 
 
@@ -291,7 +293,8 @@ class _TimeBudget:
     then ``config.steps`` is cut so that the whole warm-up + cosine schedule fits in the budget."""
 
     def __init__(self, limit_s: Optional[float], calibrate_steps: int, t0: float):
-        self.limit_s, self.calibrate_steps, self.t0, self.t_cal = limit_s, calibrate_steps, t0, None
+        self.limit_s, self.calibrate_steps, self.t0 = limit_s, calibrate_steps, t0
+        self.t_cal: Optional[float] = None                   # when the timed steps began
 
     def fit(self, step: int, config: TrainConfig) -> TrainConfig:
         """``config`` as it stands at the start of ``step``: cut once, after the timed steps."""
@@ -363,6 +366,7 @@ class _Step:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         grads = [p.grad for p in self.params if p.grad is not None]
+        norm: Optional[torch.Tensor]
         if self.config.grad_clip:
             norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
         else:
@@ -379,7 +383,7 @@ class _Step:
 
 def _run_evals(model, eval_sets: Dict, config: TrainConfig, device, evals: List[Dict], at_step: int,
                by_position: bool = False) -> Dict:
-    rec = {"step": at_step}
+    rec: Dict[str, Union[int, Dict]] = {"step": at_step}
     for name, batches in eval_sets.items():
         rec[name] = evaluate(model, batches, device=device, autocast_bf16=config.autocast_bf16,
                              per_position=by_position)

@@ -8,7 +8,7 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -96,6 +96,10 @@ def check_same_model(path, saved: Dict, model: nn.Module) -> None:
         raise ValueError(f"checkpoint {path} was written for another model: " + "; ".join(diffs))
 
 
+#: what :meth:`Checkpoints.snapshot` keeps: the data generator's state, :func:`rng_state`, the tokens seen
+_Snapshot = Tuple[torch.Tensor, Dict, int]
+
+
 class Checkpoints:
     """The resumable checkpoint at ``path`` (None: none): :meth:`load` at the start of a call, :meth:`save`
     when a call stops before the schedule ends or is interrupted, :meth:`finish` after the last step. Full
@@ -143,18 +147,19 @@ class Checkpoints:
                          steps_done=prog.steps_done, tokens_seen=tokens_seen, wall_seconds=wall, calls=prog.calls,
                          schedule=self.schedule, data_seed=self.data_seed, skipped_steps=prog.skipped)
 
-    def snapshot(self, gen, device, tokens_seen: int):
+    def snapshot(self, gen, device, tokens_seen: int) -> Optional[_Snapshot]:
         """The state to roll back to if the step about to start is interrupted (None without a path)."""
         return None if self.path is None else (gen.get_state(), rng_state(device), tokens_seen)
 
-    def on_interrupt(self, model, opt, prog: Progress, phase: str, snap, gen, device, wall: float) -> None:
+    def on_interrupt(self, model, opt, prog: Progress, phase: str, snap: Optional[_Snapshot], gen, device,
+                     wall: float) -> None:
         """Save after a ``KeyboardInterrupt``: the step in progress rolled back (``phase`` "pre", ``snap``
         from :meth:`snapshot`); nothing from inside the optimizer step (``"update"``) or on a
         data-parallel run (the other ranks are not at this point)."""
         if self.path is None or phase == "update" or self.distributed is not None:
             return
-        state = snap if phase == "pre" and snap is not None else (gen.get_state(), rng_state(device),
-                                                                  prog.tokens_seen)
+        state: _Snapshot = snap if phase == "pre" and snap is not None else (gen.get_state(), rng_state(device),
+                                                                             prog.tokens_seen)
         self.save(model, opt, prog, *state, wall)
 
     def finish(self, model, opt, config, steps_done: int, complete: bool, resumable: bool) -> None:

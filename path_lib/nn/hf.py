@@ -28,7 +28,7 @@ import inspect
 import json
 import os
 import re
-from typing import Mapping, Optional
+from typing import Mapping, Optional, cast
 
 import torch
 import torch.nn as nn
@@ -88,9 +88,9 @@ class PaTHConfig(PretrainedConfig):
                             ("num_hidden_layers", num_hidden_layers), ("num_attention_heads", num_attention_heads),
                             ("w_rank", w_rank), ("conv_size", conv_size), ("block_size", block_size)):
             check_int(value, name, minimum=1)
-        for name, value in (("num_key_value_heads", num_key_value_heads), ("head_dim", head_dim)):
-            if value is not None:
-                check_int(value, name, minimum=1)
+        for name, size in (("num_key_value_heads", num_key_value_heads), ("head_dim", head_dim)):
+            if size is not None:
+                check_int(size, name, minimum=1)
         check_number(mlp_ratio, "mlp_ratio", positive=True)
         if beta_max is not None and not 0 < check_number(beta_max, "beta_max") <= 2:
             raise ValueError(f"beta_max must lie in (0, 2] or be None, got {beta_max}")
@@ -108,7 +108,8 @@ class PaTHConfig(PretrainedConfig):
         self.num_attention_heads, self.num_key_value_heads, self.head_dim = num_attention_heads, num_key_value_heads, head_dim
         self.mlp_ratio, self.use_forget_gate, self.w_rank, self.conv_size = mlp_ratio, use_forget_gate, w_rank, conv_size
         self.beta_max, self.backend, self.block_size, self.use_cache = beta_max, backend, block_size, use_cache
-        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+        # transformers 5's dataclass config declares only its fields, but its __init__ passes other keywords on
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)  # type: ignore[call-arg]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ class PaTHDynamicCache(Cache):
     def get_layer_state(self, layer_idx: int) -> Optional[dict]:
         """Layer ``layer_idx``'s decoding state (an int >= 0), None before that layer stored one."""
         check_int(layer_idx, "layer_idx", minimum=0)
-        return self.layers[layer_idx].state if layer_idx < len(self.layers) else None
+        return self._layer(layer_idx).state if layer_idx < len(self.layers) else None
 
     def set_layer_state(self, layer_idx: int, state: dict) -> None:
         """Store a PaTH layer's decoding state (the dict ``PaTHAttention`` keeps: ``{"cache", "conv", ...}``)."""
@@ -190,8 +191,13 @@ class PaTHDynamicCache(Cache):
                              f"the 'conv' window, got a dict with keys {sorted(map(str, state))}")
         while len(self.layers) <= layer_idx:
             self.layers.append(PaTHCacheLayer())
-        self.layers[layer_idx].state = state
-        self.layers[layer_idx].is_initialized = True
+        layer = self._layer(layer_idx)
+        layer.state = state
+        layer.is_initialized = True
+
+    def _layer(self, layer_idx: int) -> PaTHCacheLayer:
+        """Layer ``layer_idx``, a :class:`PaTHCacheLayer` (the only kind of layer this cache creates)."""
+        return cast(PaTHCacheLayer, self.layers[layer_idx])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -356,7 +362,9 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
                                      "loss would be 0 / 0; pass labels=None for no loss")
             lg = logits if logits.dtype == torch.float64 else logits.float()     # the loss in float32 at least
             loss = F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
-        out = CausalLMOutputWithPast(loss=loss, logits=logits, **{_CACHE_FIELD: cache if use_cache else None})
+        # (the cache field's name depends on the transformers version, so it is passed by a dict)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits,
+                                     **{_CACHE_FIELD: cache if use_cache else None})  # type: ignore[arg-type]
         if return_dict is False:
             return out.to_tuple()
         return out

@@ -26,7 +26,7 @@ variants register themselves) and :class:`path_lib.nn.model.TinyLM` builds its l
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -38,7 +38,7 @@ from ..impl import path_attention, resolve_backend
 from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, rope_attention,
                                    softmax_attention, alibi_attention)
 from .cache import StateCache
-from ..decoding import PaTHCache, is_cache, keys_to_end
+from ..decoding import DecodingCache, PaTHCache, is_cache, keys_to_end
 from .padding import check_attention_mask, check_cu_seqlens, compaction, gather_time, varlen_layout
 from ..reference.sba import sba_attention, stick_breaking_weights
 from ..reference.short_conv import short_conv_normalize_torch
@@ -140,7 +140,7 @@ class AttentionLayer(nn.Module):
         self._check_values = check_optional_bool(value, "check_values")
 
     #: the entries of this layer's decoding state besides ``"layer"`` (the tag of the layer that made it)
-    _state_keys: tuple = ("x",)
+    _state_keys: Tuple[str, ...] = ("x",)
 
     def _state_tag(self) -> str:
         """Names the layer kind and sizes a decoding state belongs to (stored as ``state["layer"]``)."""
@@ -258,7 +258,7 @@ class _CachedSoftmaxAttention(AttentionLayer):
     :data:`SOFTMAX_BACKENDS`) picks how the forward runs.
     """
 
-    _state_keys = ("pos", "k", "v")
+    _state_keys: Tuple[str, ...] = ("pos", "k", "v")
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
@@ -331,6 +331,8 @@ class RoPEAttention(_CachedSoftmaxAttention):
 class ALiBiAttention(_CachedSoftmaxAttention):
     """Causal attention with ALiBi's linear distance bias (fixed per-head slopes)."""
 
+    slopes: torch.Tensor                                     #: buffer: the per-head slopes ``[Hq]``, float32
+
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim, backend=backend)
         self.register_buffer("slopes", alibi_slopes(n_heads).float(), persistent=False)
@@ -402,13 +404,11 @@ class SBAAttention(AttentionLayer):
         self._check_layer_state(state, x_t.shape[0])
         q, k, v = self.qkv(x_t[:, None])
         k, v = k[:, 0, :, None], v[:, 0, :, None]            # [B, Hk, 1, Dh]
-        new = state is None
         if self.attend_current:
-            state = {"layer": self._state_tag(), "k": k, "v": v} if new else {
-                "layer": state["layer"], "k": torch.cat([state["k"], k], 2), "v": torch.cat([state["v"], v], 2)}
+            state = self._with_key(state, k, v)
             keys, values = state["k"], state["v"]
         else:
-            keys, values = (None, None) if new else (state["k"], state["v"])
+            keys, values = (None, None) if state is None else (state["k"], state["v"])
         n_rep = self.n_heads // self.n_kv_heads
         if keys is None:                                     # the first token has no earlier key
             o = q.new_zeros(q.shape[0], self.n_heads, self.head_dim)
@@ -417,9 +417,14 @@ class SBAAttention(AttentionLayer):
             z = self.head_dim ** -0.5 * torch.einsum("bhd,bhtd->bht", q[:, 0], keys)
             o = torch.einsum("bht,bhtd->bhd", stick_breaking_weights(z), values)
         if not self.attend_current:
-            state = {"layer": self._state_tag(), "k": k, "v": v} if new else {
-                "layer": state["layer"], "k": torch.cat([state["k"], k], 2), "v": torch.cat([state["v"], v], 2)}
+            state = self._with_key(state, k, v)
         return self.out(o[:, None])[:, 0], state
+
+    def _with_key(self, state: Optional[dict], k: torch.Tensor, v: torch.Tensor) -> dict:
+        """``state`` with the token's ``k``, ``v`` ``[B, Hk, 1, Dh]`` appended (a new state for None)."""
+        if state is None:
+            return {"layer": self._state_tag(), "k": k, "v": v}
+        return {"layer": state["layer"], "k": torch.cat([state["k"], k], 2), "v": torch.cat([state["v"], v], 2)}
 
 
 def _check_mask_agrees(past: torch.Tensor, state: dict) -> None:
@@ -598,7 +603,7 @@ class PaTHAttention(AttentionLayer):
             n_past = 0 if state is None else len(state["cache"])
             valid = None if attention_mask is None else check_attention_mask(
                 attention_mask, B, T, n_past, x, check_values=checked)
-            if checked and state is not None and valid is not None and attention_mask.shape[1] == n_past + T:
+            if checked and state is not None and attention_mask is not None and attention_mask.shape[1] == n_past + T:
                 _check_mask_agrees(attention_mask[:, :n_past] != 0, state)
             if state is None:
                 y, state = self._prefill(x, valid)
@@ -665,6 +670,7 @@ class PaTHAttention(AttentionLayer):
             o = self._attention(q, k, v, w, beta, g)
         else:
             o = q.new_zeros(B, T, self.n_heads, self.head_dim)
+        cache: DecodingCache
         if self._triton_decoding(x):
             from path_lib.kernels import transform_keys_to_end
             from path_lib.kernels.decode import TritonPaTHCache

@@ -8,7 +8,7 @@ token with each layer's recurrent state, equal to the forward's rows.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional, cast
 
 import torch
 import torch.nn as nn
@@ -93,7 +93,7 @@ class TinyLM(nn.Module):
             self.head.weight = self.embed.weight
         else:
             _init_linear(self.head)
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(self._each_block()):
             block.attn.layer_idx = i
         self.check_values = check_values
 
@@ -109,13 +109,17 @@ class TinyLM(nn.Module):
         for block in getattr(self, "blocks", ()):
             block.attn.check_values = value
 
+    def _each_block(self) -> Iterable[_Block]:
+        """``self.blocks`` with their type (an ``nn.ModuleList`` iterates as plain Modules)."""
+        return cast(Iterable[_Block], self.blocks)
+
     def _check_tokens(self, tokens, ndim, name="tokens", min_len=0):
         check_tokens(tokens, self.vocab_size, ndim=ndim, name=name, min_len=min_len,
                      values=values_checked(self.check_values, tokens) if isinstance(tokens, torch.Tensor) else True)
 
     def _hand_token_ids(self, tokens: Optional[torch.Tensor]) -> None:
         """Give the token ids to the layers that read them (``uses_token_ids``); None clears them."""
-        for block in self.blocks:
+        for block in self._each_block():
             if getattr(block.attn, "uses_token_ids", False):
                 block.attn.token_ids = tokens
 
@@ -142,7 +146,7 @@ class TinyLM(nn.Module):
         self._hand_token_ids(token[:, None])
         try:
             x = self.embed(token)
-            for i, block in enumerate(self.blocks):
+            for i, block in enumerate(self._each_block()):
                 x, state[i] = block.step(x, state[i])
         finally:
             self._hand_token_ids(None)
@@ -155,7 +159,7 @@ class TinyLM(nn.Module):
         self._hand_token_ids(tokens)
         try:
             x, state = self.embed(tokens), []
-            for block in self.blocks:
+            for block in self._each_block():
                 x, s = block.prefill(x)
                 state.append(s)
         finally:

@@ -192,6 +192,9 @@ class RandomRotationAttention(AttentionLayer):
     """
 
     learned = False
+    #: buffers: the angle scales ``[Hk * D/2]``; the fixed angle projection ``[Hk * D/2, d_model]`` (not learned)
+    sigma: torch.Tensor
+    angle_weight: torch.Tensor
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, rotate_values: bool = False,
                  sigma_max: float = math.pi, sigma_min: float = 0.01, seed: int = 0):

@@ -159,7 +159,7 @@ def ut_transform_loop(W: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     L = W.shape[-2]
     A = torch.tril(beta[..., :, None] * (W @ W.transpose(-1, -2)), diagonal=-1)
     eye = torch.eye(L, dtype=W.dtype, device=W.device)
-    rows = []
+    rows: list[torch.Tensor] = []
     for r in range(L):
         row = beta[..., r, None] * eye[r]
         for s in range(r):

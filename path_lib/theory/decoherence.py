@@ -25,7 +25,7 @@ Everything is vectorised over samples and seeded (``seed`` arguments; numpy ``de
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 
@@ -91,7 +91,8 @@ def _step_params(kind: str, d: int, *, beta_lo: float = 0.0, beta_hi: float = 2.
         raise ValueError(f"kind must be one of {STEP_KINDS}, got {kind!r}")
     if kind == "householder" and not (0 <= beta_lo <= beta_hi <= 2):
         raise ValueError(f"need 0 <= beta_lo <= beta_hi <= 2, got {beta_lo}, {beta_hi}")
-    p = dict(beta_lo=beta_lo, beta_hi=beta_hi, sigma=sigma, vocab=vocab, base=base)
+    p: Dict[str, Union[float, np.ndarray]] = dict(beta_lo=beta_lo, beta_hi=beta_hi, sigma=sigma, vocab=vocab,
+                                                  base=base)
     if kind == "so2":
         p["table"] = so2_angle_table(vocab, d, sigma, np.random.default_rng(table_seed))
     return p
@@ -166,14 +167,14 @@ def mean_transport_decay(kind: str, d: int, lengths: Sequence[int], n_routes: in
 
     Returns ``{"lengths", "estimate", "err", "predicted"}`` (arrays ``[len(lengths)]``).
     """
-    lengths = np.asarray(lengths, dtype=int)
-    P = route_products(kind, d, int(lengths.max()), n_routes, seed, **params)[lengths]
+    ns = np.asarray(lengths, dtype=int)
+    P = route_products(kind, d, int(ns.max()), n_routes, seed, **params)[ns]
     mean = P.mean(axis=1)
     est = np.array([np.linalg.norm(m, 2) for m in mean])
     err = np.sqrt(P.var(axis=1, ddof=1).sum(axis=(-1, -2)) / n_routes)
     EM = closed_form_mean_step(kind, d, **params)
-    pred = np.array([np.linalg.norm(np.linalg.matrix_power(EM, int(n)), 2) for n in lengths])
-    return {"lengths": lengths, "estimate": est, "err": err, "predicted": pred}
+    pred = np.array([np.linalg.norm(np.linalg.matrix_power(EM, int(n)), 2) for n in ns])
+    return {"lengths": ns, "estimate": est, "err": err, "predicted": pred}
 
 
 def haar_coordinate_cdf(x: np.ndarray, d: int) -> np.ndarray:
@@ -195,7 +196,7 @@ def ks_distance(samples: np.ndarray, cdf) -> float:
     return float(max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(n) / n)))
 
 
-def route_score_samples(kind: str, d: int, lengths: Sequence[int], n_routes: int = 4000, seed: int = 0,
+def route_score_samples(kind: str, d: int, lengths: Union[Sequence[int], np.ndarray], n_routes: int = 4000, seed: int = 0,
                         q: Optional[np.ndarray] = None, k: Optional[np.ndarray] = None, **params) -> np.ndarray:
     """Samples of ``q^T P_n k`` for each route length: ``[len(lengths), n_routes]``.
 
@@ -205,8 +206,8 @@ def route_score_samples(kind: str, d: int, lengths: Sequence[int], n_routes: int
         q = np.ones(d) / math.sqrt(d)
     if k is None:
         k = q
-    lengths = np.asarray(lengths, dtype=int)
-    P = route_products(kind, d, int(lengths.max()), n_routes, seed, **params)[lengths]
+    ns = np.asarray(lengths, dtype=int)
+    P = route_products(kind, d, int(ns.max()), n_routes, seed, **params)[ns]
     return np.einsum("i,lnij,j->ln", q, P, k)
 
 
@@ -262,16 +263,16 @@ def far_mass_rotation(contexts: Sequence[int], n_near: int = 16, lam: float = 4.
     "min", "bound"}``: mean and minimum over trials of the far mass, and :func:`far_mass_bound`.
     """
     rng = np.random.default_rng(seed)
-    contexts = np.asarray(contexts, dtype=int)
+    Ns = np.asarray(contexts, dtype=int)
     mean, mn = [], []
-    for N in contexts:
+    for N in Ns:
         l = _far_logits(n_near, N - n_near, lam, d, n_trials, rng, None)
         p = np.exp(l - l.max(1, keepdims=True))
         rho = p[:, n_near:].sum(1) / p.sum(1)
         mean.append(rho.mean())
         mn.append(rho.min())
-    return {"contexts": contexts, "mean": np.array(mean), "min": np.array(mn),
-            "bound": far_mass_bound(contexts - n_near, n_near, lam)}
+    return {"contexts": Ns, "mean": np.array(mean), "min": np.array(mn),
+            "bound": far_mass_bound(Ns - n_near, n_near, lam)}
 
 
 def bias_far_mass_upper_bound(n_near: int, lam: float, slope: float, near_logit: Optional[float] = None) -> float:
@@ -297,9 +298,9 @@ def far_mass_bias(contexts: Sequence[int], n_near: int = 16, lam: float = 4.0, d
     near content logits at ``lam``, as simulated).
     """
     rng = np.random.default_rng(seed)
-    contexts = np.asarray(contexts, dtype=int)
+    Ns = np.asarray(contexts, dtype=int)
     mean, mx = [], []
-    for N in contexts:
+    for N in Ns:
         l = _far_logits(n_near, N - n_near, lam, d, n_trials, rng, None)
         if gate:
             g = rng.uniform(-2 * slope, -slope, size=(n_trials, N))
@@ -311,8 +312,8 @@ def far_mass_bias(contexts: Sequence[int], n_near: int = 16, lam: float = 4.0, d
         rho = p[:, n_near:].sum(1) / p.sum(1)
         mean.append(rho.mean())
         mx.append(rho.max())
-    return {"contexts": contexts, "mean": np.array(mean), "max": np.array(mx),
-            "upper": np.full(len(contexts), bias_far_mass_upper_bound(n_near, lam, slope, near_logit=lam))}
+    return {"contexts": Ns, "mean": np.array(mean), "max": np.array(mx),
+            "upper": np.full(len(Ns), bias_far_mass_upper_bound(n_near, lam, slope, near_logit=lam))}
 
 
 # ----------------------------------------------------------------------------------------------

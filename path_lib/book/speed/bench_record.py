@@ -83,8 +83,8 @@ def normalize_bench(rec: Optional[dict]) -> Optional[dict]:
         import path_lib.kernels
         verified, equivalent = path_lib.kernels._VERIFIED_CODE_SHA256, path_lib.kernels.TIMING_EQUIVALENT
     except ImportError:         # the kernels package is not importable here: nothing to compare with
-        verified, equivalent = timed, {}
-    if timed is not None and timed != verified:
+        verified, equivalent = None, {}
+    if timed is not None and verified is not None and timed != verified:
         notes.append(f"This record timed kernel code {timed[:8]}, not the verified code here ({verified[:8]}): "
                      + equivalent.get(timed, "no equivalence between the two is recorded, so these times are "
                                              "not the current kernels'") + ".")

@@ -9,11 +9,12 @@ from .floors import time_floor
 
 #: NVIDIA T4 datasheet figures (not measured here): dense fp16 tensor-core rate, memory bandwidth, and
 #: the most shared memory one program (thread block) may use on compute capability 7.5
-T4 = {"name": "NVIDIA T4", "matmul_tflops": 65.0, "copy_gbs": 320.0, "smem_bytes": 64 * 1024, "sms": 40,
+_T4_SMEM_BYTES = 64 * 1024
+T4 = {"name": "NVIDIA T4", "matmul_tflops": 65.0, "copy_gbs": 320.0, "smem_bytes": _T4_SMEM_BYTES, "sms": 40,
       "source": "NVIDIA T4 datasheet: 65 TFLOP/s fp16 (tensor cores), 320 GB/s GDDR6, 40 multiprocessors"}
 
 
-def compile_summary(records: Dict[str, Optional[dict]], smem_bytes: int = T4["smem_bytes"]) -> List[dict]:
+def compile_summary(records: Dict[str, Optional[dict]], smem_bytes: int = _T4_SMEM_BYTES) -> List[dict]:
     """Per recorded configuration (record, dtype, D, block length, with segments or one): the number of
     kernels, the largest shared memory (and its kernel), the kernels over ``smem_bytes``, the largest
     spill (stack bytes per thread) and whether every kernel fits."""
@@ -34,7 +35,7 @@ def compile_summary(records: Dict[str, Optional[dict]], smem_bytes: int = T4["sm
     return out
 
 
-def compile_table(summary: List[dict], smem_bytes: int = T4["smem_bytes"]) -> str:
+def compile_table(summary: List[dict], smem_bytes: int = _T4_SMEM_BYTES) -> str:
     """Markdown of :func:`compile_summary`."""
     lines = [f"| dtype | D | block | segments | kernels | largest shared memory | fits {smem_bytes // 1024} KiB | "
              "over the limit | largest spill, bytes/thread |", "|---|---|---|---|---|---|---|---|---|"]
@@ -46,7 +47,7 @@ def compile_table(summary: List[dict], smem_bytes: int = T4["smem_bytes"]) -> st
     return "\n".join(lines)
 
 
-def launcher_config(summary: List[dict], D: int, dtype: str, smem_bytes: int = T4["smem_bytes"]) -> dict:
+def launcher_config(summary: List[dict], D: int, dtype: str, smem_bytes: int = _T4_SMEM_BYTES) -> dict:
     """What the kernels' launcher runs on a GPU with ``smem_bytes`` of shared memory per program, replayed
     against the compile reports (:func:`compile_summary`): the first block length from the launcher's
     table (``path_lib.kernels.kernel_config`` for a device with that much shared memory), halved down to 16
@@ -62,7 +63,7 @@ def launcher_config(summary: List[dict], D: int, dtype: str, smem_bytes: int = T
     device = path_lib.kernels.DeviceInfo("cuda", (8, 0), smem_bytes, f"{smem_bytes} B of shared memory")
     torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     BT = path_lib.kernels.kernel_config(device, torch_dtype, D, 1024).block
-    steps = []
+    steps: List[str] = []
     while True:
         seg = [s for s in summary if (s["dtype"], s["D"], s["BT"], s["one_segment"]) == (dtype, D, BT, False)]
         if not seg:

@@ -72,12 +72,16 @@ class Floor:
     @property
     def ms(self) -> Optional[float]:
         """The floor, ``max(compute_ms, memory_ms)`` (None without ceilings)."""
-        return None if self.compute_ms is None else max(self.compute_ms, self.memory_ms)
+        if self.compute_ms is None or self.memory_ms is None:        # (both are None or neither)
+            return None
+        return max(self.compute_ms, self.memory_ms)
 
     @property
     def bound(self) -> Optional[str]:
         """``"compute"`` or ``"memory"``: which ceiling sets the floor (None without ceilings)."""
-        return None if self.compute_ms is None else ("compute" if self.compute_ms >= self.memory_ms else "memory")
+        if self.compute_ms is None or self.memory_ms is None:
+            return None
+        return "compute" if self.compute_ms >= self.memory_ms else "memory"
 
     @property
     def intensity(self) -> float:

@@ -3,7 +3,7 @@ end (``bench_lm_throughput``), the short convolution (``bench_short_conv``) and 
 (``cp_single_gpu``)."""
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 # ----------------------------------------------------------------------------------------------
 # decoding: benchmarks/bench_decode.py's record
@@ -150,7 +150,7 @@ def cp_tables(rec: dict) -> Tuple[str, str]:
     ms where the record timed it ("-" where the method did not run). The sentence gives the cases passed and the time ratios to the kernels alone."""
     cases = [c for c in rec["cases"] if "errors" in c]
     md = ["| case | " + " | ".join(label for _, label in CP_METHODS) + " |", "|---|" + "---|" * len(CP_METHODS)]
-    ratios = {m: [] for m, _ in CP_METHODS}
+    ratios: Dict[str, List[float]] = {m: [] for m, _ in CP_METHODS}
     for c in cases:
         err = {m: max(e.values()) for m, e in c["errors"].items()}
         ms = c.get("ms_fwd_bwd", {})

@@ -74,8 +74,8 @@ def plot_times(rec: dict):
                                               if d == D and measured_ms(rec, D, T, m, mode) is not None])
             if rec.get("ceilings"):
                 for kind, method, ls in (("attention", "sdpa", ":"), ("path", "ours_path", "-.")):
-                    pts = [(T, _per_tokens(rec, floor_for(rec, method, D, T, mode).ms, B, T))
-                           for d, T, B, _ in shapes(rec) if d == D]
+                    found = [(T, B, floor_for(rec, method, D, T, mode)) for d, T, B, _ in shapes(rec) if d == D]
+                    pts = [(T, _per_tokens(rec, f.ms, B, T)) for T, B, f in found if f is not None]
                     ax.plot(*zip(*pts), color="k", lw=0.9, ls=ls, label=f"floor: {KINDS[kind]}")
     return _finish(fig, axes, rec, "ms per 32768 tokens")
 
@@ -177,22 +177,25 @@ def render_floor(rec: Optional[dict], T: int, D: int, mode: str):
         ax2.barh([y - 0.12 for y in ys], [floors[k].memory_ms for k in kinds], height=0.16, color="#a8dadc",
                  label=f"floor from bytes ({ceil['copy_gbs']:.0f} GB/s)")
         for y, k in zip(ys, kinds):
-            ax2.text(floors[k].ms * 1.08, y - 0.3, f"{floors[k].ms:.2f} ms", va="center", fontsize=6)
+            floor_ms = floors[k].ms                      # (not None: the record has ceilings)
+            if floor_ms is not None:
+                ax2.text(floor_ms * 1.08, y - 0.3, f"{floor_ms:.2f} ms", va="center", fontsize=6)
         plotted = True
     else:
         ax2.text(0.5, 0.5, "no measured ceilings in this record:\nno time floor", transform=ax2.transAxes,
                  ha="center", va="center", fontsize=8, color="0.4")
     slot = {k: 0 for k in kinds}
     for m in methods_present(rec):
-        ms, kind = measured_ms(rec, D, T, m, mode), KIND_OF.get(m)
-        if ms is None or kind not in kinds:
+        ms, m_kind = measured_ms(rec, D, T, m, mode), KIND_OF.get(m)
+        if ms is None or m_kind is None or m_kind not in kinds:
             continue
-        y = kinds.index(kind) + 0.1 + 0.2 * slot[kind]
-        slot[kind] += 1
+        m_y = kinds.index(m_kind) + 0.1 + 0.2 * slot[m_kind]
+        slot[m_kind] += 1
         _, color, _, marker = METHODS[m]
-        ax2.plot(ms, y, marker=marker, ms=7, ls="", color=color, mec="k", label=method_label(rec, m))
-        if floors[kind].ms:
-            ax2.text(ms * 1.12, y, f"{ms / floors[kind].ms:.1f}x", va="center", fontsize=6)
+        ax2.plot(ms, m_y, marker=marker, ms=7, ls="", color=color, mec="k", label=method_label(rec, m))
+        floor_ms = floors[m_kind].ms
+        if floor_ms:
+            ax2.text(ms * 1.12, m_y, f"{ms / floor_ms:.1f}x", va="center", fontsize=6)
         plotted = True
     if plotted:
         ax2.set_xscale("log")

@@ -7,7 +7,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .bench_record import (FLA_PAIR, _cell, _per_tokens, lookup, measured_ms, method_label, methods_present,
                            reference_method, shapes)
-from .floors import floor_for, path_config, time_floor
+from .floors import Floor, floor_for, path_config, time_floor
 
 def time_table(rec: dict, mode: str) -> str:
     """Markdown: median ms per shape and method for ``mode``, each with its ratio to the reference SDPA
@@ -20,11 +20,10 @@ def time_table(rec: dict, mode: str) -> str:
         base = measured_ms(rec, D, T, ref, mode) if ref else None
         cells = []
         for m in present:
-            empty = _cell(rec, D, T, m, mode)
-            if empty is not None:
-                cells.append(empty)
-                continue
             ms = measured_ms(rec, D, T, m, mode)
+            if ms is None:                               # 'failed', 'not measured' or '-' (_cell)
+                cells.append(_cell(rec, D, T, m, mode) or "-")
+                continue
             cells.append(f"{ms:.2f}" + (f" ({ms / base:.2f}x)" if base and m != ref else ""))
         lines.append(f"| {D} | {T} | {B} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -51,13 +50,13 @@ def versus_fla(rec: dict) -> Tuple[str, List[float]]:
 
 def floor_ratios(rec: dict) -> Dict[Tuple[str, str, int, int], float]:
     """``{(method, mode, D, T): measured ms / floor ms}`` for every measured row (empty without ceilings)."""
-    out = {}
+    out: Dict[Tuple[str, str, int, int], float] = {}
     if rec is None or rec.get("ceilings") is None:
         return out
     for r in rec["rows"]:
         ms = measured_ms(rec, r["D"], r["T"], r["method"], r["mode"])
         f = floor_for(rec, r["method"], r["D"], r["T"], r["mode"]) if ms is not None else None
-        if f is not None and f.ms:
+        if ms is not None and f is not None and f.ms:
             out[r["method"], r["mode"], r["D"], r["T"]] = ms / f.ms
     return out
 
@@ -134,7 +133,7 @@ def count_table(shape_list: Iterable[Tuple[int, int, int, int]], rec: Optional[d
         sep += "---|---|"
     lines, data = [head, sep], []
     for D, T, B, H in shape_list:
-        f = {k: {m: None for m in ("fwd", "fwdbwd")} for k in ("attention", "path")}
+        f: Dict[str, Dict[str, Floor]] = {"attention": {}, "path": {}}         # kind -> mode -> floor
         for mode in ("fwd", "fwdbwd"):
             bt, sb = path_config(rec, D, T, mode)
             f["attention"][mode] = time_floor("attention", mode, T, D, B, H, ceilings)
@@ -200,11 +199,12 @@ def target_status(rec: dict) -> Tuple[str, str]:
                 gaps.append((x / _target(mode, T), D, T, mode, x))
         for mode in ("fwd", "fwdbwd"):
             peaks = [(lookup(rec, D, T, o, mode) or {}).get("peak_mib") for pair in pairs for o in pair]
-            cells.append(mark(max(peaks[0] / peaks[1], peaks[2] / peaks[3]), 1.0, "memory")
-                         if all(p for p in peaks) else "-")
-        ratios = [measured_ms(rec, D, T, o, mode) / measured_ms(rec, D, T, f, mode)
-                  for mode in ("fwd", "fwdbwd") for o, f in pairs
-                  if measured_ms(rec, D, T, o, mode) and measured_ms(rec, D, T, f, mode)]
+            known = [p for p in peaks if p]
+            cells.append(mark(max(known[0] / known[1], known[2] / known[3]), 1.0, "memory")
+                         if len(known) == len(peaks) else "-")
+        times = [(measured_ms(rec, D, T, o, mode), measured_ms(rec, D, T, f, mode))
+                 for mode in ("fwd", "fwdbwd") for o, f in pairs]
+        ratios = [a / b for a, b in times if a and b]
         cells.append(mark(max(ratios), 1.0, "fla", strict=True) if ratios else "-")
         lines.append(f"| {D} | {T:,} | " + " | ".join(cells) + " |")
     sentence = (f"Speed targets against SDPA met in {met['speed'][0]} of {met['speed'][1]} cells; memory targets "
@@ -222,4 +222,5 @@ def _worse_ratio(rec, D, T, mode, pairs) -> Optional[float]:
     """The worse of PaTH's and PaTH-FoX's time over the default SDPA's at (D, T, mode), or None."""
     sdpa = measured_ms(rec, D, T, "sdpa", mode)
     ours = [measured_ms(rec, D, T, m, mode) for m, _ in pairs]
-    return max(ours) / sdpa if sdpa and all(ours) else None
+    known = [t for t in ours if t]
+    return max(known) / sdpa if sdpa and len(known) == len(ours) else None
