@@ -87,13 +87,13 @@ def code_text(source: str) -> str:
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
             cut[tok.start[0] - 1] = tok.start[1]
-    drop = set()
+    drop: set = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
                     and isinstance(first.value.value, str)):
-                drop.update(range(first.lineno - 1, first.end_lineno))
+                drop.update(range(first.lineno - 1, first.end_lineno or first.lineno))
     kept = []
     for i, line in enumerate(lines):
         if i in drop:

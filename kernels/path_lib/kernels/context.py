@@ -25,7 +25,7 @@ import torch
 from ._api import _pad_head_dim, _validate
 from ._autograd import _retry_smaller
 from ._backward import _backward_impl
-from ._config import kernel_config
+from ._config import KernelConfig, kernel_config
 from ._forward import Saved, _forward_impl
 from ._precompute import _pad_time
 
@@ -40,7 +40,7 @@ class ChunkState:
     to whole blocks, head dim 32 padded to 64 on Hopper), the configuration that ran, the scale, the
     chunk's true length ``T`` and head dim ``D``, and whether a gate was given."""
     saved: Saved
-    cfg: object
+    cfg: KernelConfig
     scale: float
     T: int
     D: int
@@ -66,14 +66,14 @@ def chunk_forward(q, k, v, w, beta, G: Optional[torch.Tensor], scale: float):
     q, k, v, w = (_pad_dim(x, Dk) for x in (q, k, v, w))
     cfg = kernel_config(q.device, q.dtype, Dk, T, False)
     Tp = cfg.n_blocks * cfg.block
-    args = [_pad_time(x, Tp) for x in (q, k, v, w.float(), beta.float())]
+    qp, kp, vp, wp, bp = (_pad_time(x, Tp) for x in (q, k, v, w.float(), beta.float()))
     Gp = None
     if G is not None:
         Gp = _pad_time(G.float(), Tp)
         if Tp > T:                                   # the padded tail keeps the last gate total (finite)
             Gp = Gp.clone()
             Gp[:, T:] = G[:, T - 1:T]
-    (o, saved), cfg = _retry_smaller(args[0], cfg, lambda c: _forward_impl(*args, Gp, scale, c))
+    (o, saved), cfg = _retry_smaller(qp, cfg, lambda c: _forward_impl(qp, kp, vp, wp, bp, Gp, scale, c))
     lse = saved.lse[:, :, :T] * _LN2
     return o[:, :T, :, :D], lse, ChunkState(saved, cfg, scale, T, D, G is not None)
 

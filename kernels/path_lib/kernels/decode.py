@@ -34,7 +34,7 @@ pending transforms to the stored keys). Runs on CUDA, or on the CPU under ``TRIT
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import triton
@@ -343,14 +343,19 @@ class TritonPaTHCache:
         self._n_old = 0                     # slots holding keys moved to position n_old - 1
         self._n_pend = 0                    # transforms waiting (slots n_old ... n_old + n_pend - 1)
         self._cap = 0
-        self._k = self._v = self._gp = self._valid = None
+        # the stores (keys, values, gate totals, valid flags), allocated by _alloc
+        self._k: torch.Tensor
+        self._v: torch.Tensor
+        self._gp: torch.Tensor
+        self._valid: torch.Tensor
         self._alloc(capacity)
         self._pw = torch.zeros(batch_size, n_kv_heads, flush_every, head_dim, dtype=torch.float32, device=device)
         self._pb = torch.zeros(batch_size, n_kv_heads, flush_every, dtype=torch.float32, device=device)
         self.gate_total = torch.zeros(batch_size, n_q_heads, dtype=torch.float32, device=device)
         self._has_gate: Optional[bool] = None
         self._padding = False               # some slot may hold padding: the kernel reads the valid store
-        self._parts = None                  # the splits' partial results, reused from step to step
+        # the splits' partial results, reused from step to step
+        self._parts: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None
         self._default_scale = check_scale(None, head_dim)
         self._sm = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
@@ -372,7 +377,7 @@ class TritonPaTHCache:
         v = torch.zeros(self.B, self.Hk, cap, self.Dv, dtype=self.value_dtype, device=self.device_)
         gp = torch.zeros(self.B, self.Hq, cap, dtype=torch.float32, device=self.device_)
         valid = torch.ones(self.B, cap, dtype=torch.int8, device=self.device_)
-        if self._k is not None and n:
+        if n:                               # (at construction n is 0: no store yet)
             k[:, :, :n], v[:, :, :n], gp[:, :, :n], valid[:, :n] = (
                 self._k[:, :, :n], self._v[:, :, :n], self._gp[:, :, :n], self._valid[:, :n])
         self._k, self._v, self._gp, self._valid, self._cap = k, v, gp, valid, cap
