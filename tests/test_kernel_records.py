@@ -111,6 +111,31 @@ def test_the_recorded_benchmark_is_of_the_verified_kernels():
     assert bench["schema"] == 2 and bench["ceilings"]["matmul_tflops"] > 0 and bench["ceilings"]["copy_gbs"] > 0
 
 
+def test_the_timing_equivalence_holds_in_its_records():
+    """Each entry of ``TIMING_EQUIVALENT`` that cites A/B records (``bench_split_ab_*``) is what they show:
+    the earlier code and the verified code, timed on one GPU, differ by at most the percentage it states
+    (mean over rounds, every cell of ours)."""
+    import path_lib.kernels
+    for old, why in path_lib.kernels.TIMING_EQUIVALENT.items():
+        m = re.search(r"history/(bench_\w+?_ab)_\*\.json", why)
+        if m is None:
+            continue
+        times: dict = {}
+        for path in sorted((ROOT / "benchmarks" / "results" / "history").glob(m.group(1) + "_*.json")):
+            rec = json.loads(path.read_text())
+            code = rec["kernel_code_sha256"]
+            assert code in (old, path_lib.kernels._VERIFIED_CODE_SHA256), path.name
+            assert "H200" in rec["provenance"]["device"]
+            for r in rec["rows"]:
+                if r["method"].startswith("ours") and r["ms"] is not None:
+                    key = (r["D"], r["T"], r["mode"], r["method"])
+                    times.setdefault(key, {}).setdefault(code, []).append(r["ms"])
+        assert times and all(len(v) == 2 for v in times.values())
+        worst = max(abs(sum(v[path_lib.kernels._VERIFIED_CODE_SHA256]) / sum(v[old]) - 1) for v in times.values())
+        stated = float(re.search(r"at most ([0-9.]+) %", why).group(1))
+        assert 100 * worst <= stated, (worst, stated)
+
+
 def test_the_recorded_baseline_is_pytorchs_default_sdpa():
     """The speed record's baseline is PyTorch's default dispatch, whose backend is recorded (cuDNN on an
     H200) and is the fastest SDPA of the run at every cell (the forced FlashAttention row is slower)."""
