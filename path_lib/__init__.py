@@ -34,12 +34,24 @@ top-level ``kernels`` (Hugging Face's, which ``transformers`` >= 5.25 imports). 
 Nothing outside ``path_lib/book`` imports ``path_lib.book`` (its IPython / yaml / matplotlib needs are the
 ``book`` extra); tests/test_layout.py checks the rules.
 """
-from .nn import rotations  # noqa: F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
-from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttention, RoPEAttention,
-                        SBAAttention, make_attention)
-from .nn.model import TinyLM
-from .impl import path_attention
-from .reference.householder import householder, householder_product, ut_transform
+import os as _os
+
+# In a checkout without the editable install (a clone opened in Jupyter, a script run from the
+# repository, the GPU machine), ``path_lib.kernels`` is found in ``kernels/path_lib/`` beside this
+# package: the folder is added to this package's own search path (no change to sys.path or the
+# import system). In an installed wheel the folder does not exist and nothing is added.
+_CHECKOUT_KERNELS = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))),
+                                  "kernels", "path_lib")
+if _os.path.isfile(_os.path.join(_CHECKOUT_KERNELS, "kernels", "__init__.py")) \
+        and _CHECKOUT_KERNELS not in __path__:
+    __path__.append(_CHECKOUT_KERNELS)
+
+from .nn import rotations  # noqa: E402,F401  registers the rotation variants ("tok_rot_qk", ...) with the layers
+from .nn.layers import (ALiBiAttention, FoXAttention, NoPEAttention,  # noqa: E402
+                        PaTHAttention, RoPEAttention, SBAAttention, make_attention)
+from .nn.model import TinyLM  # noqa: E402
+from .impl import path_attention  # noqa: E402
+from .reference.householder import householder, householder_product, ut_transform  # noqa: E402
 
 __version__ = "0.3.0"
 __all__ = [
