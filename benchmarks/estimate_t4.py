@@ -9,7 +9,7 @@ commit) and the page's own preset cells:
 * the cells whose work a preset sizes and that run on the GPU (:data:`WORK`): their operations, bytes
   and kernel launches are *counted* for the small preset (the preset read from the cell, as
   ``PATH_BOOK_PRESET=small`` picks it) and turned into seconds by
-  :func:`path_lib.experiments.hardware.estimate_seconds`, on a T4 and, for comparison, on an H200::
+  :func:`path_lib.hardware.estimate_seconds`, on a T4 and, for comparison, on an H200::
 
       seconds = flops / (peak rate * ATTAINED) + bytes / (bandwidth * ATTAINED) + launches * LAUNCH_S
 
@@ -141,7 +141,7 @@ def _presets(module):
 #: counted, the counting function, where the cell's ``PRESETS`` comes from)
 WORK = {
     "book/part2/05_expressivity": ("preset", 'train_task("flip_flop", att, preset', flip_flop_work,
-                                   _presets("path_lib.experiments.train")),
+                                   _presets("path_lib.training.loop")),
     "book/part3/06_blockwise": ("lengths", "timings[impl].append(best_time(", blockwise_timing_work, None),
     "book/part3/08_decoding": ("n", "got = gpu.step(", decode_kernel_work, None),
     "book/part3/09_precision": ("T_values", "errors[T, bmax, mode] =", precision_work, None),
@@ -162,7 +162,7 @@ def small_value(page: str, name: str, presets=None):
     imports and assignments up to the one calling pick_preset, executed (nothing else of the page)."""
     import torch
 
-    from path_lib.experiments.hardware import compute_dtype, pick_preset
+    from path_lib.hardware import compute_dtype, pick_preset
 
     def assigns(stmt):
         names = {n.id for t in getattr(stmt, "targets", []) for n in ast.walk(t) if isinstance(n, ast.Name)}
@@ -193,7 +193,7 @@ def small_value(page: str, name: str, presets=None):
 
 def estimate_page(row: dict) -> dict:
     """The estimate of one page from its CPU row (``run_chapters.py``'s ``pages`` entry)."""
-    from path_lib.experiments.hardware import estimate_seconds
+    from path_lib.hardware import estimate_seconds
 
     page = row["page"]
     cpu_cells = {i: s for i, s in row["cells"]}
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-record", default=str(ROOT / "benchmarks/results/chapter_times_tiny.json"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/chapter_estimates_t4.json"))
     args = ap.parse_args(argv)
-    from path_lib.experiments import hardware
+    from path_lib import hardware
     from path_lib.records import write_result
 
     cpu = json.loads(Path(args.cpu_record).read_text())

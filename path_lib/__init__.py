@@ -15,13 +15,15 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
       distributed.py  context-parallel PaTH attention over a torch.distributed group
       nn/             layers (PaTHAttention and the baselines), model (TinyLM), rotations (paper B's variants),
                       padding, cache, sampling, hf (the transformers model)
-      experiments/    tasks, train, train_cli, hardware, corpus, lm, constructions, farmass, claims,
-                      convert, convert_lm (RoPE -> PaTH conversion)
+      hardware.py     the machine's class (cpu / t4 / full), its preset and floating-point format
+      training/       loop, state, cli (torchrun), tasks, corpus: training and its data
+      ledger/         claims, evidence, stats, comparison: the papers' claims and what decides them
+      experiments/    lm, constructions, farmass, convert, convert_lm (RoPE -> PaTH conversion)
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
-    book -> experiments -> nn, distributed -> impl -> decoding, kernels -> reference / blockwise -> validation
-    (theory and records import nothing of path_lib; the references only compute, impl chooses)
+    book -> experiments -> training -> nn, distributed, ledger -> impl -> decoding, kernels -> blockwise -> reference -> validation
+    (theory, hardware and records import nothing of path_lib; the references only compute, impl chooses)
 
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
 ``kernels/`` folder (the design keeps the three kinds of code apart in the tree), at its import path:

@@ -71,11 +71,11 @@ RECORDS = {
     "compile_sm75_fp16_D128_bt32": "benchmarks/results/compile_sm75_fp16_D128_bt32.json",
     "compile_sm75_fp32": "benchmarks/results/compile_sm75_fp32_bt16.json",
     "compile_sm75_single_segment": "benchmarks/results/compile_sm75_single_segment_D128_bt16.json",
-    "lm": "results/lm/lm_full.json",                           # trained language models, experiments/run_lm.py
-    "flip_flop": "results/synthetic/flip_flop.json",           # experiments/run_synthetic.py
+    "lm": "results/lm/lm_full.json",                           # trained language models, scripts/experiments/run_lm.py
+    "flip_flop": "results/synthetic/flip_flop.json",           # scripts/experiments/run_synthetic.py
     "a5": "results/synthetic/a5_layers.json",
     "mqrar": "results/synthetic/mqrar.json",
-    "conversion": "results/lm/conversion.json",                # RoPE -> PaTH conversion, experiments/run_conversion.py
+    "conversion": "results/lm/conversion.json",                # RoPE -> PaTH conversion, scripts/experiments/run_conversion.py
 }
 
 #: Names registered before their first GPU run: the file may be absent (``optional_record`` then says so).

@@ -120,7 +120,7 @@ TRAIN_ARGS = ["--steps", "6", "--batch", "4", "--seq-len", "24", "--d-model", "3
 def run_train(rank, world, out_dir):
     """DDP and FSDP2 runs of 6 steps, and runs stopped after 3 steps and resumed (DDP to DDP, FSDP2 to
     FSDP2, and DDP to FSDP2 from the same full-state checkpoint)."""
-    from path_lib.experiments.train_cli import run
+    from path_lib.training.cli import run
     res = {}
     for mode in ("ddp", "fsdp"):
         r = run(TRAIN_ARGS + ["--parallel", mode, "--out", str(Path(out_dir, f"{mode}.json"))])

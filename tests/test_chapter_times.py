@@ -112,9 +112,9 @@ def _estimate_module():
 
 def test_t4_estimates_read_the_small_presets_of_the_chapters():
     est = _estimate_module()
-    from path_lib.experiments.hardware import default_small
+    from path_lib.hardware import default_small
     from path_lib.experiments.lm import PRESETS as LM
-    from path_lib.experiments.train import PRESETS as TASKS
+    from path_lib.training.loop import PRESETS as TASKS
 
     assert est.small_value("book/part4/12_lm_experiments", "cfg", est.WORK["book/part4/12_lm_experiments"][3]) \
         == default_small(LM["tiny"], LM["full"])

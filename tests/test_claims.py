@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from path_lib.experiments import claims as C
+from path_lib.ledger import claims as C
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -153,8 +153,8 @@ def test_bad_model_and_tokens():
 # ---------------------------------------------------------------------------------------------- flip-flop
 
 from path_lib.experiments.constructions import flip_flop_model  # noqa: E402
-from path_lib.experiments.tasks import flip_flop  # noqa: E402
-from path_lib.experiments.train import evaluate  # noqa: E402
+from path_lib.training.tasks import flip_flop  # noqa: E402
+from path_lib.training.loop import evaluate  # noqa: E402
 
 
 @pytest.mark.parametrize("p_ignore", [0.8, 0.98, 0.1])

@@ -1,5 +1,5 @@
 """Converting a RoPE TinyLM to PaTH (path_lib.experiments.convert) and the conversion experiment (path_lib.experiments.convert_lm,
-experiments/run_conversion.py): the converted model against a float64 model written out by hand from the
+scripts/experiments/run_conversion.py): the converted model against a float64 model written out by hand from the
 teacher's weights, the initialisation's promise, one step of each distillation stage, bad input, and the
 experiment's record, paused and resumed, whose claims are recomputed from its records."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from path_lib.experiments.convert import (attention_mse, convert_rope_to_path, distill_attention, distill_logits, logit_kl,
                               new_parameter_names, remove_rope)
 from path_lib.nn.model import TinyLM
-from path_lib.experiments.train import TrainConfig
+from path_lib.training.loop import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 V = 13
@@ -306,7 +306,7 @@ def test_bad_input_gets_named_errors():
         logit_kl(student, teacher, tok, tok[:, :2])
     with pytest.raises(ValueError, match="RoPE"):
         remove_rope(student)
-    from path_lib.experiments.train import train
+    from path_lib.training.loop import train
     with pytest.raises(TypeError, match="loss_fn"):
         train(student, lambda s, g: (tok, tok), cfg, loss_fn="kl", progress=False)
 
@@ -320,14 +320,14 @@ SMALL = ["--teacher-steps", "6", "--stage1-steps", "3", "--stage2-steps", "3", "
 
 @pytest.fixture()
 def script(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts" / "experiments"))
     return importlib.import_module("run_conversion")
 
 
 def test_tiny_record_pauses_resumes_and_its_claims_are_recomputed(script, tmp_path):
     from path_lib.experiments.convert_lm import conversion_claims
     from path_lib.records import RECORDS, optional_record
-    from path_lib.experiments.train import check_equal_training
+    from path_lib.training.loop import check_equal_training
 
     assert RECORDS["conversion"] == "results/lm/conversion.json"
     if not (ROOT / RECORDS["conversion"]).exists():            # before the GPU run: one sentence, no error
@@ -343,7 +343,7 @@ def test_tiny_record_pauses_resumes_and_its_claims_are_recomputed(script, tmp_pa
     script.main(["--preset", "tiny", "--out", str(split), "--state", str(tmp_path / "st")] + one_seed)
     a, b = json.loads(whole.read_text()), json.loads(split.read_text())
     assert a["complete"] and b["complete"] and a["equal_training"]["ok"]
-    assert a["provenance"]["command"].startswith("python experiments/run_conversion.py --preset tiny")
+    assert a["provenance"]["command"].startswith("python scripts/experiments/run_conversion.py --preset tiny")
     assert a["provenance"]["commit"] and a["provenance"]["torch"]
     # resumed phase by phase = uninterrupted, bit for bit on the CPU
     assert [r["metrics"] for r in a["runs"] if r["seed"] == 1] == [r["metrics"] for r in b["runs"]]

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from path_lib.experiments.corpus import (decode, encode, is_validation_file, list_stdlib_files, load_stdlib_corpus,
+from path_lib.training.corpus import (decode, encode, is_validation_file, list_stdlib_files, load_stdlib_corpus,
                                          sample_windows, stdlib_root, SEPARATOR)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from path_lib.experiments import hardware as hw
-from path_lib.experiments.hardware import DeviceInfo
+from path_lib import hardware as hw
+from path_lib.hardware import DeviceInfo
 
 CPU = DeviceInfo("cpu")
 T4 = DeviceInfo("cuda", "Tesla T4", (7, 5), 15.8, 40)
@@ -102,7 +102,7 @@ def test_default_small_between_tiny_and_full():
 
 def test_default_small_of_the_library_presets():
     from path_lib.experiments.lm import PRESETS as LM
-    from path_lib.experiments.train import PRESETS as TASKS
+    from path_lib.training.loop import PRESETS as TASKS
 
     lm = hw.default_small(LM["tiny"], LM["full"])
     assert (lm.d_model, lm.train_len, lm.batch) == (128, 128, 32)

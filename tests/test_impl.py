@@ -28,11 +28,11 @@ def _callers(monkeypatch):
     """The implementation every caller picks for 'auto' on a (faked) CUDA input at D = 64."""
     import path_lib.kernels.context as context
     monkeypatch.setattr(context, "chunk_unfit", lambda q, v: None)
-    sys.path.insert(0, str(ROOT / "experiments"))
+    sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
     try:
         import run_synthetic
     finally:
-        sys.path.remove(str(ROOT / "experiments"))
+        sys.path.remove(str(ROOT / "scripts" / "experiments"))
     monkeypatch.setattr(run_synthetic, "_kernel_ok", lambda D: True)
     return {"layer": PaTHAttention(128, 2, backend="auto")._resolve_backend(fake_cuda()),
             "distributed": _resolve_impl("auto", fake_cuda(), fake_cuda()),
@@ -92,7 +92,7 @@ def test_no_other_library_module_reads_the_gate():
     """Outside path_lib/impl.py and the kernels themselves, no library or experiment module reads
     ``GPU_VERIFIED`` or ``is_available`` to choose an implementation."""
     assert _reads_the_gate("import path_lib.kernels as kernels\nx = kernels.GPU_VERIFIED\n")   # the checker works
-    files = [p for base in ("path_lib", "experiments") for p in (ROOT / base).rglob("*.py")
+    files = [p for base in ("path_lib", "scripts/experiments") for p in (ROOT / base).rglob("*.py")
              if p.name != "impl.py" and "book" not in p.relative_to(ROOT).parts]
     bad = [f"{p.relative_to(ROOT)}:{line}" for p in files for line in _reads_the_gate(p.read_text())]
     assert not bad, bad

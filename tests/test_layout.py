@@ -5,8 +5,9 @@
   extra), the library does not.
 * A private module (``path_lib.<...>._name``) is imported only from inside its own subpackage, by any
   code of the repository (library, kernels, tests, benchmarks, experiments, scripts, chapters).
-* Imports point down the layers: book -> experiments -> nn, distributed -> impl -> decoding / kernels -> blockwise -> reference
-  -> reference -> validation (theory, like validation, imports nothing of path_lib).
+* Imports point down the layers: book -> experiments -> training -> nn, distributed, ledger -> impl -> decoding /
+  kernels -> blockwise -> reference -> validation (theory, hardware and records, like validation, import nothing of
+  path_lib; the ledger imports nothing of the layers above it).
 * No package attribute shadows a submodule (``path_lib.reference.householder`` is the module), no
   module is left at an old flat name, and pyproject lists every package and the ``book`` extra.
 """
@@ -140,7 +141,7 @@ def notebook_code(path: Path) -> str:
 def test_the_checker_finds_what_it_must():
     """The rules' checker itself, on small sources (each case would pass if the checker were broken)."""
     assert violations("from path_lib.book import notebook\n", "path_lib.nn.layers", False, library=True)
-    assert violations("from ..book.notebook import pick_preset\n", "path_lib.experiments.train", False,
+    assert violations("from ..book.notebook import pick_preset\n", "path_lib.training.loop", False,
                       library=True)
     assert violations("def f():\n    import path_lib.book.speed\n", "path_lib.kernels.teaching", False, library=True)
     assert violations("import matplotlib.pyplot as plt\n", "path_lib.theory.costs", False, library=True)
@@ -185,8 +186,8 @@ def test_no_code_imports_a_private_path_lib_module_from_outside_its_subpackage()
 
 #: each part's layer: a module imports only parts of lower layers or its own part; records (the registry,
 #: provenance, schemas, loading) is at the bottom with validation, so that every layer may read and write records
-LAYERS = {"validation": 0, "theory": 0, "records": 0, "reference": 1, "blockwise": 2, "decoding": 3, "kernels": 3,
-          "impl": 4, "distributed": 5, "nn": 5, "experiments": 6, "book": 7}
+LAYERS = {"validation": 0, "theory": 0, "records": 0, "hardware": 0, "reference": 1, "blockwise": 2, "decoding": 3,
+          "kernels": 3, "impl": 4, "distributed": 5, "nn": 5, "ledger": 5, "training": 6, "experiments": 7, "book": 8}
 
 
 def part(dotted: str) -> Optional[str]:

@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from path_lib.experiments.corpus import decode, load_stdlib_corpus
+from path_lib.training.corpus import decode, load_stdlib_corpus
 from path_lib.experiments.lm import (COMPARISON_MODELS, MODELS, PASSKEY_CUE, PRESETS, build_model, evaluate_lengths,
                                      make_passkey, passkey_batch, probe_retrieval, ratio_table, run_experiment, run_model,
                                      token_sigma_min, train_model)
-from path_lib.experiments.train import UnequalTrainingError, comparison_table
+from path_lib.training.loop import UnequalTrainingError, comparison_table
 
 torch.set_num_threads(1)   # tiny models: extra threads only add overhead (and 2 cores are shared)
 

@@ -1,4 +1,4 @@
-"""The synthetic-experiment runner (experiments/run_synthetic.py) on the CPU: overrides reach the
+"""The synthetic-experiment runner (scripts/experiments/run_synthetic.py) on the CPU: overrides reach the
 runs, learning curves and provenance are recorded, the summary tables are built."""
 import importlib
 import json
@@ -12,12 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture()
 def runner(monkeypatch):
     # importable by name, so that the spawned worker processes can unpickle run_job
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts" / "experiments"))
     return importlib.import_module("run_synthetic")
 
 
 def test_apply_overrides(runner):
-    from path_lib.experiments.train import task_preset
+    from path_lib.training.loop import task_preset
     p = runner.apply_overrides(task_preset("a5", "tiny"), "a5",
                                dict(lr=5e-3, steps=77, eval_every=7, batch_size=9, a5_length=11))
     assert (p.config.lr, p.config.steps, p.config.eval_every, p.batch_size, p.task["length"]) == (5e-3, 77, 7, 9, 11)
@@ -35,14 +35,14 @@ def test_a5_run_records_curves_and_provenance(runner, tmp_path):
     assert run["task_kwargs"]["length"] == 8 and run["config"]["lr"] == 3e-3 and run["steps_done"] == 40
     assert [e["step"] for e in run["evals"]] == [20, 40] and 0 <= run["evals"][0]["id"] <= 1
     assert rec["table"]["rope"]["1"]["steps"] == 40 and "rope" in rec["fewest_layers_90"]
-    assert rec["provenance"]["command"].startswith("python3 experiments/run_synthetic.py")
+    assert rec["provenance"]["command"].startswith("python3 scripts/experiments/run_synthetic.py")
 
 
 # ---------------------------------------------------------------------------------------------- run_equal.py
 
 @pytest.fixture()
 def equal(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts" / "experiments"))
     return importlib.import_module("run_equal")
 
 
@@ -66,7 +66,7 @@ def test_run_equal_pauses_packs_and_resumes_bit_identically(equal, tmp_path):
     assert all(r["calls"] == 2 for r in resumed["runs"]) and all(r["calls"] == 1 for r in straight["runs"])
     row = resumed["table"]["sba"]
     assert {"id_error", "ood_sparse_error", "ood_dense_error", "steps"} <= set(row) and row["steps"] == 6
-    assert row["ood_sparse_reads"] >= 200 and resumed["provenance"]["command"].startswith("python experiments/run_equal.py")
+    assert row["ood_sparse_reads"] >= 200 and resumed["provenance"]["command"].startswith("python scripts/experiments/run_equal.py")
 
 
 def test_run_equal_a5_summary_keeps_chapter_layout(equal):
@@ -93,7 +93,7 @@ def test_lm_summary_gives_seed_statistics_per_model(monkeypatch):
     over seeds, recomputed here with the statistics module from the same fake runs."""
     import random
     import statistics
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts" / "experiments"))
     run_equal = importlib.import_module("run_equal")
     rng = random.Random(7)
     runs = []

@@ -1,9 +1,9 @@
-"""path_lib.experiments.stats against cases small enough to count by hand."""
+"""path_lib.ledger.stats against cases small enough to count by hand."""
 import math
 
 import pytest
 
-from path_lib.experiments import stats as S
+from path_lib.ledger import stats as S
 
 
 def test_sign_flip_counts_sign_patterns():

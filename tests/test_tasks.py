@@ -3,7 +3,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from path_lib.experiments.tasks import (A5_ELEMENTS, A5_GENERATORS, FLIP_FLOP_VOCAB, IGNORE_INDEX, a5_vocab,
+from path_lib.training.tasks import (A5_ELEMENTS, A5_GENERATORS, FLIP_FLOP_VOCAB, IGNORE_INDEX, a5_vocab,
                                         a5_word_problem, compose, flip_flop, make_task, mqrar)
 
 torch.set_num_threads(1)

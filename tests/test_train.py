@@ -7,8 +7,8 @@ import torch.nn as nn
 
 from path_lib.nn.model import TinyLM
 from path_lib.records import read_result
-from path_lib.experiments.tasks import flip_flop
-from path_lib.experiments.train import (PRESETS, Preset, TrainConfig, evaluate, lr_at, masked_loss, task_preset,
+from path_lib.training.tasks import flip_flop
+from path_lib.training.loop import (PRESETS, Preset, TrainConfig, evaluate, lr_at, masked_loss, task_preset,
                                         save_result, task_eval_sets, train, train_task)
 
 torch.set_num_threads(1)
@@ -138,7 +138,7 @@ def test_bad_arguments():
 
 # ---------------------------------------------------------------------------------------------- equal training
 
-from path_lib.experiments.train import (GeneratedEval, UnequalTrainingError, check_equal_training, comparison_table,  # noqa: E402
+from path_lib.training.loop import (GeneratedEval, UnequalTrainingError, check_equal_training, comparison_table,  # noqa: E402
                                         format_comparison, paired_differences, run_record)
 
 

@@ -1,4 +1,4 @@
-"""Data-parallel (DDP) and sharded (FSDP2) training through path_lib.experiments.train_cli on CPU with gloo and 2
+"""Data-parallel (DDP) and sharded (FSDP2) training through path_lib.training.cli on CPU with gloo and 2
 processes: the loss trajectory equals the single-process run with the same global batch, a run stopped
 and resumed (in the same or the other mode) continues identically, rank 0 writes a record naming the
 world size; and the command line's errors."""
@@ -11,7 +11,7 @@ import pytest
 import dist_workers
 from path_lib.book.gloo_group import run_gloo_group
 from path_lib.records import read_result
-from path_lib.experiments.train_cli import run, shard_rows
+from path_lib.training.cli import run, shard_rows
 
 
 def losses(history):

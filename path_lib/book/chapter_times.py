@@ -14,7 +14,7 @@ Records read (any may be missing):
   preset), a GPU record a *measured* GPU time.
 * ``benchmarks/results/chapters_gpu.json``: the earlier GPU check of single chapters (full preset).
 * ``benchmarks/results/chapter_estimates_t4.json``: *estimated* seconds on a T4 with the small preset
-  (``benchmarks/estimate_t4.py``; the formula is :func:`path_lib.experiments.hardware.estimate_seconds`).
+  (``benchmarks/estimate_t4.py``; the formula is :func:`path_lib.hardware.estimate_seconds`).
 
 No Sphinx, no IPython: plain functions of dicts, so that the intro, a chapter and the tests share them.
 """

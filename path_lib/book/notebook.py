@@ -6,7 +6,7 @@
     bench = optional_record("bench")      # the current speed record, by its stable name (None if missing)
     show_provenance(bench)                # prints the "Recorded run: ..." label
 
-``device`` and ``pick_preset`` are the library's (:mod:`path_lib.experiments.hardware`), and
+``device`` and ``pick_preset`` are the library's (:mod:`path_lib.hardware`), and
 ``optional_record`` and ``repo_root`` are :mod:`path_lib.records`' (the registry, provenance, schema
 versions, writing and loading of records live there), here so that a chapter imports its helpers from
 one place. The helpers of this module's own need IPython (:func:`show_provenance`) or pyyaml (:func:`toc_files`).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..experiments.hardware import device, pick_preset
+from ..hardware import device, pick_preset
 from ..records import optional_record, provenance_label, repo_root
 
 __all__ = ["DEVICE", "device", "pick_preset", "optional_record", "repo_root", "show_provenance", "toc_files"]

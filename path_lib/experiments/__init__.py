@@ -1,13 +1,11 @@
-"""Experiments: data, training, the LM runs, the hand-built construction, far mass and claims.
+"""The experiments proper: what the book's second half trains, converts and measures.
 
-    tasks          flip-flop, A5 word problems, MQRAR-N data.
-    train          one training loop (equal-steps comparisons), presets, provenance-stamped results
-                   (written by :mod:`path_lib.records`).
-    hardware       the tiny (CPU) / full (CUDA) preset rule.
-    corpus, lm     the offline byte-level corpus (Python's standard library) and the language-model runs.
+    lm             the language-model runs (nine position encodings, length extrapolation).
+    convert        RoPE -> PaTH conversion of a trained model (attention and logit distillation).
+    convert_lm     the conversion experiment on a language model.
     constructions  the hand-built one-layer PaTH network for the S5 swap word problem.
     farmass        far attention mass measured inside trained models.
-    claims         the papers' claims ledger, checked against the records.
 
-Built on :mod:`path_lib.nn` (and :mod:`path_lib.theory` for farmass); never imports :mod:`path_lib.book`.
+Built on :mod:`path_lib.training` (loop, data) and :mod:`path_lib.nn` (and :mod:`path_lib.theory`
+for farmass); never imports :mod:`path_lib.book`.
 """

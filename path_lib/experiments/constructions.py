@@ -316,7 +316,7 @@ def rope_recipe_weight(swaps_batch: Sequence, *, scale: float = 1.0, base: float
 class FlipFlopPaTHModel(nn.Module):
     """A two-layer, one-head-per-layer PaTH network for flip-flop language modelling, weights set by
     hand (our construction in the spirit of the paper's Theorem A.1; vocabulary
-    ``path_lib.experiments.tasks.FLIP_FLOP_VOCAB`` = w, r, i, 0, 1 with ids 0..4).
+    ``path_lib.training.tasks.FLIP_FLOP_VOCAB`` = w, r, i, 0, 1 with ids 0..4).
 
     * Layer 1 (``D = 1``): instruction tokens have key 1 and a projection ``w = e_1, beta = 1``;
       bits have key 0 and ``beta = 0``; every query is 1 with scale ``s = 2 ln(T) + 5``. A bit's

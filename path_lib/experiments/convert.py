@@ -5,7 +5,7 @@ weights the two share, then train briefly, first each layer's attention output a
 (mean-squared error), then the whole model's output distribution against the teacher's (KL):
 
     from path_lib.experiments.convert import convert_rope_to_path, distill_attention, distill_logits
-    from path_lib.experiments.train import TrainConfig
+    from path_lib.training.loop import TrainConfig
 
     student = convert_rope_to_path(teacher, attention="path")             # same weights, new PaTH parts
     distill_attention(student, teacher, sample, config=TrainConfig(steps=200, lr=2e-3, warmup=20))
@@ -56,7 +56,7 @@ its output is compared with the teacher's (mean-squared error, averaged over lay
 learn independently and errors do not compound. Only the attention layers train (the rest would get
 no gradient). Stage 2, :func:`distill_logits`: the whole student runs on the tokens and every
 parameter trains to minimise ``KL(teacher || student)`` of the next-token distributions. Both run
-through :func:`path_lib.experiments.train.train` (AdamW, warm-up and cosine, clipping, seeded data, resumable
+through :func:`path_lib.training.loop.train` (AdamW, warm-up and cosine, clipping, seeded data, resumable
 checkpoints), so a stage is recorded like any other run.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ import torch.nn.functional as F
 
 from ..nn.layers import PaTHAttention, RoPEAttention
 from ..nn.model import TinyLM
-from .train import IGNORE_INDEX, TrainConfig, train
+from ..training.loop import IGNORE_INDEX, TrainConfig, train
 
 __all__ = ["INITS", "NEW_PARAMETERS", "convert_rope_to_path", "remove_rope", "new_parameter_names",
            "attention_mse", "logit_kl", "distill_attention", "distill_logits", "convert_and_distill"]
@@ -316,11 +316,11 @@ def logit_kl(student: TinyLM, teacher: TinyLM, inputs: torch.Tensor, targets: Op
 
 
 # ----------------------------------------------------------------------------------------------
-# the two stages, through path_lib.experiments.train.train
+# the two stages, through path_lib.training.loop.train
 # ----------------------------------------------------------------------------------------------
 
 class _Objective(nn.Module):
-    """What :func:`path_lib.experiments.train.train` trains during a stage: the student (its only submodule, so the
+    """What :func:`path_lib.training.loop.train` trains during a stage: the student (its only submodule, so the
     optimiser, the clipping and the checkpoints see exactly the student's parameters) and the stage's
     loss. The teacher is held outside the module tree and never trained.
 
@@ -379,7 +379,7 @@ def _as_sample(batches) -> Callable[[int, torch.Generator], Batch]:
 
 def _run_stage(stage: str, student, teacher, batches, config, trainable, device, **train_kwargs) -> Dict:
     if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a path_lib.experiments.train.TrainConfig, got {type(config).__name__}")
+        raise TypeError(f"config must be a path_lib.training.loop.TrainConfig, got {type(config).__name__}")
     sample = _as_sample(batches)
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     teacher.to(device)
@@ -409,15 +409,15 @@ _STAGE_DOC = """
         student: the ``TinyLM`` to train (e.g. from :func:`convert_rope_to_path`); trained in place.
         teacher: the ``TinyLM`` to imitate (never changed; moved to ``device``).
         batches: ``sample(step, generator) -> (inputs [B, T] long, targets [B, T] long)`` as for
-            :func:`path_lib.experiments.train.train` (targets only mask positions: -100 is not distilled), or a list of
+            :func:`path_lib.training.loop.train` (targets only mask positions: -100 is not distilled), or a list of
             such pairs or of ``inputs`` tensors (step ``s`` uses ``batches[s % len(batches)]``).
-        config: a :class:`path_lib.experiments.train.TrainConfig` (steps, schedule, seed).
+        config: a :class:`path_lib.training.loop.TrainConfig` (steps, schedule, seed).
         device: default cuda if available, else cpu.
-        **train_kwargs: passed to :func:`path_lib.experiments.train.train`: ``data_seed``, ``checkpoint_path``,
+        **train_kwargs: passed to :func:`path_lib.training.loop.train`: ``data_seed``, ``checkpoint_path``,
             ``deadline``, ``stop_after_steps``, ``eval_sets`` (evaluated on the student's own loss),
             ``progress``, ``log_every``, ...
     Returns:
-        :func:`path_lib.experiments.train.train`'s dict (its losses are this stage's), plus ``"stage"`` and ``"trainable"``.
+        :func:`path_lib.training.loop.train`'s dict (its losses are this stage's), plus ``"stage"`` and ``"trainable"``.
 """
 
 
@@ -462,17 +462,17 @@ def convert_and_distill(teacher: TinyLM, batches: Batches, *, stage1: TrainConfi
         batches: the stages' data, as for :func:`distill_attention` (a callable ``sample(step, generator)
             -> (inputs [B, T], targets [B, T])`` or a list of batches); ``stage2_batches``, if given, feeds
             stage 2 instead (paper A used far more data in stage 2 than in stage 1).
-        stage1, stage2: :class:`path_lib.experiments.train.TrainConfig` of each stage.
+        stage1, stage2: :class:`path_lib.training.loop.TrainConfig` of each stage.
         attention, init, beta_init, forget_init, seed, **path_kwargs: as for :func:`convert_rope_to_path`.
         device: where the stages train (default cuda if available, else cpu).
 
     Returns:
         ``(student, {"stage1": result, "stage2": result})``: the trained student ``TinyLM`` and each
-        stage's :func:`path_lib.experiments.train.train` result.
+        stage's :func:`path_lib.training.loop.train` result.
     """
     for name, cfg in (("stage1", stage1), ("stage2", stage2)):
         if not isinstance(cfg, TrainConfig):
-            raise TypeError(f"{name} must be a path_lib.experiments.train.TrainConfig, got {type(cfg).__name__}")
+            raise TypeError(f"{name} must be a path_lib.training.loop.TrainConfig, got {type(cfg).__name__}")
     student = convert_rope_to_path(teacher, attention=attention, init=init, beta_init=beta_init,
                                    forget_init=forget_init, seed=seed, **path_kwargs)
     first = distill_attention(student, teacher, batches, config=stage1, device=device, progress=progress)

@@ -6,7 +6,7 @@ the same total steps.
     res = run_conversion(PRESETS["tiny"], seeds=[0, 1, 2])
     conversion_claims(res["records"])
 
-Data: random windows of Python's standard library (:mod:`path_lib.experiments.corpus`, bytes, the language-model
+Data: random windows of Python's standard library (:mod:`path_lib.training.corpus`, bytes, the language-model
 chapter's corpus); optionally (``ff_mix``) part of every batch is flip-flop strings written in bytes.
 
 Every arm runs three phases on the same batches (per seed) with the same schedules:
@@ -23,7 +23,7 @@ arm                     phase 0 (``teacher_steps``)  phase 1 (``stage1_steps``) 
 
 (``scratch_fox`` adds ``PaTH-FoX scratch``.) Every arm but the teacher thus has ``teacher_steps +
 stage1_steps + stage2_steps`` optimiser steps on the same batches with the same three-phase schedule:
-an equal-training comparison (:func:`path_lib.experiments.train.check_equal_training` on their records). The
+an equal-training comparison (:func:`path_lib.training.loop.check_equal_training` on their records). The
 teacher is the reference the students imitate. Converted students are also measured right after
 conversion (with the ``"nope"`` and, for comparison, the ``"fresh"`` initialisation) and after stage 1.
 
@@ -54,12 +54,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, U
 import torch
 
 from .convert import attention_mse, convert_rope_to_path, distill_attention, distill_logits, logit_kl, remove_rope
-from .corpus import Corpus, load_stdlib_corpus, sample_windows
+from ..training.corpus import Corpus, load_stdlib_corpus, sample_windows
 from ..nn.layers import PaTHAttention
 from ..nn.model import TinyLM
 from .lm import evaluate_lengths
-from .tasks import flip_flop
-from .train import (IGNORE_INDEX, TrainConfig, check_equal_training, comparison_table, evaluate,
+from ..training.tasks import flip_flop
+from ..training.loop import (IGNORE_INDEX, TrainConfig, check_equal_training, comparison_table, evaluate,
                     paired_differences, run_record, train)
 
 __all__ = ["ConvConfig", "PRESETS", "ARMS", "STUDENTS", "ABLATION", "SCRATCH", "PHASES", "PAPER_A_CONVERSION", "FF_BYTES",
@@ -67,7 +67,7 @@ __all__ = ["ConvConfig", "PRESETS", "ARMS", "STUDENTS", "ABLATION", "SCRATCH", "
            "path_statistics", "light_metrics", "evaluate_arm", "flip_flop_probe", "run_arm", "run_conversion", "conversion_records",
            "conversion_claims", "stage_table"]
 
-#: flip-flop's symbols as bytes, in the id order of :func:`path_lib.experiments.tasks.flip_flop` (w, r, i, 0, 1)
+#: flip-flop's symbols as bytes, in the id order of :func:`path_lib.training.tasks.flip_flop` (w, r, i, 0, 1)
 FF_BYTES = torch.tensor([ord(c) for c in "wri01"], dtype=torch.long)
 
 class _Conversion(TypedDict, total=False):
@@ -82,7 +82,7 @@ class _Conversion(TypedDict, total=False):
 
 
 class _PhaseRun(TypedDict):
-    """Keywords of every phase's training call (:func:`path_lib.experiments.train.train`'s)."""
+    """Keywords of every phase's training call (:func:`path_lib.training.loop.train`'s)."""
     data_seed: int
     device: Union[str, torch.device]
     deadline: Optional[float]
@@ -173,8 +173,8 @@ class ConvConfig:
 PRESETS: Dict[str, ConvConfig] = {
     # CPU, the book build: about a minute for three seeds on one core.
     "tiny": ConvConfig(),
-    # One H200 (experiments/run_conversion.py --preset full --workers 3): the language-model chapter's
-    # model sizes; about 7 to 8 minutes predicted from the measured step rates (experiments/gpu_plan.md).
+    # One H200 (scripts/experiments/run_conversion.py --preset full --workers 3): the language-model chapter's
+    # model sizes; about 7 to 8 minutes predicted from the measured step rates (scripts/experiments/gpu_plan.md).
     "full": ConvConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64,
                        teacher_steps=1500, teacher_lr=2e-3, teacher_warmup=60,
                        stage1_steps=100, stage1_lr=2e-3, stage1_warmup=10,
@@ -191,7 +191,7 @@ PRESETS: Dict[str, ConvConfig] = {
 # ----------------------------------------------------------------------------------------------
 
 def flip_flop_bytes(n: int, length: int, p_ignore: float, generator: torch.Generator):
-    """``n`` flip-flop strings of ``length`` bytes (:func:`path_lib.experiments.tasks.flip_flop` written with the bytes
+    """``n`` flip-flop strings of ``length`` bytes (:func:`path_lib.training.tasks.flip_flop` written with the bytes
     ``w r i 0 1``): ``(inputs [n, length], targets [n, length])`` int64; targets are the read bit at each
     ``r`` and -100 elsewhere (next-byte aligned: ``targets[t] = inputs[t + 1]`` where ``inputs[t]`` is ``r``)."""
     x, y, _ = flip_flop(n, length=length, p_ignore=p_ignore, generator=generator)
@@ -580,8 +580,8 @@ def _every(records, arm, pred) -> bool:
 def conversion_claims(records: Sequence[Dict]) -> Dict[str, bool]:
     """Statements about the conversion, each True (holds) or False, computed from the per-run records
     alone, so that a chapter can recompute a recorded result's claims. Comparisons between arms are
-    paired seed by seed among equal-training runs (:func:`path_lib.experiments.train.paired_differences`, which raises
-    :class:`path_lib.experiments.train.UnequalTrainingError` for unequal runs); "in every seed" means every seed.
+    paired seed by seed among equal-training runs (:func:`path_lib.training.loop.paired_differences`, which raises
+    :class:`path_lib.training.loop.UnequalTrainingError` for unequal runs); "in every seed" means every seed.
     Statements about arms that are not in the records are left out."""
     recs = list(records)
     if not recs:

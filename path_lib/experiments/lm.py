@@ -9,7 +9,7 @@ The pieces, usable on their own:
   accumulated-rotation variants of :mod:`path_lib.nn.rotations`: paper B's token-angle ``TokRot-*`` and
   the earlier hidden-state ``HidRot-*``); :data:`COMPARISON_MODELS`: the nine of the recorded comparison.
 * :class:`LMConfig` and :data:`PRESETS` (``"tiny"``: CPU, the book build; ``"full"``: one H200).
-* :func:`train_model`: :func:`path_lib.experiments.train.train` (AdamW, warmup + cosine, gradient clipping, a fixed
+* :func:`train_model`: :func:`path_lib.training.loop.train` (AdamW, warmup + cosine, gradient clipping, a fixed
   number of steps, resumable from a checkpoint); a fraction ``probe_mix`` of each batch is a passkey
   example at the training length (so the probe measures how a skill learned at the training length
   survives longer contexts). Every model with seed ``s`` sees the same batches.
@@ -21,7 +21,7 @@ The pieces, usable on their own:
   could differ).
 * :func:`run_model`: train, evaluate, probe one model (and measure its far attention mass,
   :mod:`path_lib.experiments.farmass`); :func:`run_experiment` runs them all, for one or several seeds, and returns
-  per-run records for :func:`path_lib.experiments.train.comparison_table`.
+  per-run records for :func:`path_lib.training.loop.comparison_table`.
 * :data:`PAPER_B_RATIOS`, :data:`PAPER_A_CURVES`: the papers' numbers and statements, for side-by-side
   tables, always labelled as the papers'.
 """
@@ -37,10 +37,10 @@ import torch
 import torch.nn.functional as F
 
 from ..nn import rotations  # noqa: F401  (registers the rotation variants)
-from .corpus import Corpus, encode, load_stdlib_corpus, sample_windows
+from ..training.corpus import Corpus, encode, load_stdlib_corpus, sample_windows
 from ..nn.model import TinyLM
 from ..impl import resolve_backend
-from .train import TrainConfig, run_record, train
+from ..training.loop import TrainConfig, run_record, train
 
 __all__ = ["MODELS", "COMPARISON_MODELS", "LEGACY_MODEL_NAMES", "LMConfig", "PRESETS", "PAPER_B_RATIOS",
            "PAPER_A_CURVES", "build_model", "token_sigma_min", "path_backend", "pick_backend", "time_step",
@@ -124,14 +124,14 @@ PRESETS: Dict[str, LMConfig] = {
     "tiny": LMConfig(d_model=64, n_layers=2, n_heads=2, train_len=64, batch=16, steps=120, lr=3e-3,
                      warmup=15, eval_mults=(1, 2, 4, 8), eval_tokens=2048, probe_mults=(1, 2, 4),
                      probe_examples=12, corpus_bytes=2_000_000),
-    # One H200, the nine models in parallel processes (experiments/run_lm.py --workers 9): 1200 equal
+    # One H200, the nine models in parallel processes (scripts/experiments/run_lm.py --workers 9): 1200 equal
     # steps (a time limit stops a model early only as a safety, and the record says so).
     "full": LMConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64, steps=1200, lr=2e-3,
                      warmup=60, eval_mults=(1, 2, 4, 8, 16, 32, 64), eval_tokens=16384,
                      eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16), probe_examples=64,
                      corpus_bytes=32_000_000, path_block_size_train=128, path_block_size_eval=256),
-    # One H200, equal training by construction (experiments/run_equal.py): every model and seed the same
-    # steps on the same batches; sizes chosen in experiments/gpu_plan.md from measured step rates.
+    # One H200, equal training by construction (scripts/experiments/run_equal.py): every model and seed the same
+    # steps on the same batches; sizes chosen in scripts/experiments/gpu_plan.md from measured step rates.
     "equal": LMConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64, steps=500, lr=2e-3,
                       warmup=40, eval_mults=(1, 2, 4, 8, 16, 64), eval_tokens=8192,
                       eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16), probe_examples=32,
@@ -277,7 +277,7 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
                 deadline: Optional[float] = None, checkpoint_path: Optional[str] = None,
                 stop_after_steps: Optional[int] = None) -> dict:
     """Train ``model`` for ``steps`` (default ``cfg.steps``) AdamW steps on ``corpus.train`` with
-    :func:`path_lib.experiments.train.train` (warm-up, cosine to 0.1 x lr, clipping; data generator seeded
+    :func:`path_lib.training.loop.train` (warm-up, cosine to 0.1 x lr, clipping; data generator seeded
     ``cfg.seed + 1``, so every model with the same seed sees the same batches).
 
     ``deadline`` (a ``time.time()`` value) / ``stop_after_steps``: stop without changing the schedule;
@@ -393,7 +393,7 @@ def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="c
     ``eval_guard``: a context-manager factory held around the evaluation (e.g. a slot lock that keeps
     the memory-hungry long-context evaluations of parallel processes from running all at once).
     Returns ``{"model", "params", "seed", "complete", "train", "eval" (with "ratio": ppl(L) / ppl(train_len)),
-    "probe", "far_mass", "eval_seconds", "record"}`` (``record``: :func:`path_lib.experiments.train.run_record`).
+    "probe", "far_mass", "eval_seconds", "record"}`` (``record``: :func:`path_lib.training.loop.run_record`).
     """
     seed = cfg.seed if seed is None else seed
     model = build_model(name, cfg, device=device, path_backend_name=path_backend_name, seed=seed)
@@ -475,7 +475,7 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
     ``seeds``: train each model once per seed (default ``[cfg.seed]``).
     ``workers > 1`` trains the runs in that many parallel processes sharing the device; ``deadline_s``
     then stops training after that many seconds as a safety (the run's record is then incomplete and
-    :func:`path_lib.experiments.train.comparison_table` refuses it).
+    :func:`path_lib.training.loop.comparison_table` refuses it).
     ``on_model_done(results_so_far)`` is called after each run (to save partial results).
     Returns ``{"config", "corpus", "device", "path_backend", "steps", "seeds", "step_seconds", "workers",
     "models": {name: run of the first seed}, "runs": [every run], "records": [every run's record]}``.
@@ -577,8 +577,8 @@ def ratio_table(res: dict, *, which: str = "ratio") -> str:
 def seed_curves(records: Sequence[dict], prefix: str = "ratio", *, min_seeds: int = 3,
                 models: Optional[Sequence[str]] = None) -> Dict[str, dict]:
     """``{model: {"mults", "mean", "std", "min", "max"}}`` of the metrics ``<prefix>_<m>x`` across seeds,
-    through :func:`path_lib.experiments.train.comparison_table` (so it refuses unequal runs the same way)."""
-    from .train import comparison_table
+    through :func:`path_lib.training.loop.comparison_table` (so it refuses unequal runs the same way)."""
+    from ..training.loop import comparison_table
     keys = sorted({k for r in records for k in r["metrics"] if k.startswith(prefix + "_") and k.endswith("x")},
                   key=lambda k: int(k[len(prefix) + 1:-1]))
     out: Dict[str, dict] = {}
@@ -611,7 +611,7 @@ def record_inequality(rec: dict, *, min_seeds: int = 3) -> Optional[str]:
     """None when a recorded LM result is an equal-training comparison (every run complete, the same
     steps, schedule and data per seed, at least ``min_seeds`` seeds); otherwise a plain sentence or two
     saying what is unequal (how many runs stopped short, their steps, the number of seeds)."""
-    from .train import check_equal_training
+    from ..training.loop import check_equal_training
     recs = _records_of(rec)
     why = check_equal_training(recs, min_seeds=min_seeds)
     if why is None and rec.get("complete", False):
@@ -652,7 +652,7 @@ def steps_table(rec: dict) -> str:
 def flat_and_degrading(records: Sequence[dict], key: str, *, tol: float = 0.05):
     """Models whose metric ``key`` (a ratio) stays within ``tol`` of 1 in every seed, and those above
     ``1 + tol`` in every seed: ``(flat, degrading)``, in the records' order (equal runs only)."""
-    from .train import comparison_table
+    from ..training.loop import comparison_table
     t = comparison_table(records, key)
     flat = [m for m, v in t.items() if 1 - tol < v["min"] and v["max"] < 1 + tol]
     worse = [m for m, v in t.items() if v["min"] > 1 + tol]
@@ -663,7 +663,7 @@ def paper_checks(records: Sequence[dict]) -> "Dict[str, bool]":
     """The papers' predictions tested on an equal-training set of LM records, each statement -> True
     (agrees) / False (differs), paired seed by seed where two models are compared. Statements whose
     models are missing from the records are left out. Uses the longest evaluated multiple ``L``."""
-    from .train import comparison_table, paired_differences
+    from ..training.loop import comparison_table, paired_differences
     models = {r["model"] for r in records}
     mults = sorted(int(k[6:-1]) for k in records[0]["metrics"] if k.startswith("ratio_") and k.endswith("x"))
     L, key = mults[-1], f"ratio_{mults[-1]}x"

@@ -1,12 +1,12 @@
 """Train TinyLM variants at a short context, evaluate at up to 64x that length, probe retrieval.
 
-For the recorded comparison use ``experiments/run_equal.py`` (equal steps by construction, three
-seeds, resumable across calls; see ``experiments/gpu_plan.md``). This script runs one process or
+For the recorded comparison use ``scripts/experiments/run_equal.py`` (equal steps by construction, three
+seeds, resumable across calls; see ``scripts/experiments/gpu_plan.md``). This script runs one process or
 several sharing a device; ``--deadline-s`` stops training as a safety, which makes the runs unequal
 (the record then says so under ``equal_training``).
 
-    python experiments/run_lm.py --preset tiny --out results/lm/                 # CPU, a few minutes
-    python experiments/run_lm.py --preset full --workers 9 --out results/lm/     # one H200, ~7 minutes
+    python scripts/experiments/run_lm.py --preset tiny --out results/lm/                 # CPU, a few minutes
+    python scripts/experiments/run_lm.py --preset full --workers 9 --out results/lm/     # one H200, ~7 minutes
 
 Writes ``<out>/lm_<preset>.json`` (with a provenance block, rewritten after every model so a run cut
 short keeps what it finished) and prints one line per model. With ``--workers N > 1`` the models
@@ -21,12 +21,12 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from path_lib.experiments.lm import (COMPARISON_MODELS, MODELS, PAPER_A_CURVES, PAPER_B_RATIOS, PRESETS, ratio_table,  # noqa: E402
                                      run_experiment)
 from path_lib.records import write_result  # noqa: E402
-from path_lib.experiments.train import check_equal_training  # noqa: E402
+from path_lib.training.loop import check_equal_training  # noqa: E402
 
 
 def main(argv=None):
@@ -48,7 +48,7 @@ def main(argv=None):
         cfg.steps = args.steps
     models = list(COMPARISON_MODELS) if not args.models else args.models
     out = Path(args.out) / f"lm_{args.preset}.json"
-    command = "python experiments/run_lm.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/experiments/run_lm.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
 

@@ -2,15 +2,15 @@
 """Convert a trained RoPE byte model to PaTH and PaTH-FoX (paper A's two distillation stages) and compare
 with the teacher and with PaTH trained from scratch for the same total steps (path_lib.experiments.convert_lm).
 
-    python experiments/run_conversion.py --preset tiny --out results/lm/conversion_tiny.json     # CPU, ~1-2 min
-    python experiments/run_conversion.py --preset full --workers 3 --out results/lm/conversion.json \\
+    python scripts/experiments/run_conversion.py --preset tiny --out results/lm/conversion_tiny.json     # CPU, ~1-2 min
+    python scripts/experiments/run_conversion.py --preset full --workers 3 --out results/lm/conversion.json \\
         --state runs/conversion_state --budget-s 540                                            # one H200
 
 Every arm of a seed sees the same batches with the same three-phase schedule (teacher steps, stage 1,
 stage 2); three seeds by default. The record (JSON, ``path_lib.records.write_result``: device,
 versions, commit, date, command) holds every run's phases, the converted students' metrics after each
-stage, the per-run records of ``path_lib.experiments.train.run_record``, ``equal_training`` (from
-``path_lib.experiments.train.check_equal_training``) and ``claims`` (``path_lib.experiments.convert_lm.conversion_claims``, which
+stage, the per-run records of ``path_lib.training.loop.run_record``, ``equal_training`` (from
+``path_lib.training.loop.check_equal_training``) and ``claims`` (``path_lib.experiments.convert_lm.conversion_claims``, which
 a chapter recomputes from the records). It is rewritten after every seed, ``complete: false`` until all
 runs are done.
 
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
@@ -81,7 +81,7 @@ def main(argv=None):
     cfg = build_config(args)
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out or f"results/lm/conversion_{args.preset}.json")
-    command = "python experiments/run_conversion.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/experiments/run_conversion.py " + " ".join(argv if argv is not None else sys.argv[1:])
     backend = args.backend
     if backend is None:
         from path_lib.experiments.lm import LMConfig, pick_backend

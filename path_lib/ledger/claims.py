@@ -19,7 +19,7 @@ Every entry of :data:`CLAIMS` is a dict:
 * ``status``: one of :data:`STATUSES`; ``reason``: why (required unless reproduced), a text or a function
   of the claim's first record that computes it (:func:`reason_text`), so that its numbers follow the record;
 * ``tests``: for a trained comparison, the tests over seeds that decide it (built by ``_t``; evaluated by
-  :func:`path_lib.experiments.claims_evidence.evaluate`): the per-seed difference between two sides (or one
+  :func:`path_lib.ledger.evidence.evaluate`): the per-seed difference between two sides (or one
   side and a number) in the paper's direction, an exact paired sign-flip test (runs of one seed share their
   batches) at the one-sided level :data:`LEVEL` and a percentile bootstrap interval of the mean difference.
   Three seeds cannot give p below 1/8 paired (1/20 for unpaired three against three), so ``LEVEL`` is 1/8:
@@ -44,8 +44,8 @@ from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from . import claims_evidence as E
-from .claims_evidence import LEVEL, value_at
+from . import evidence as E
+from .evidence import LEVEL, value_at
 
 __all__ = ["STATUSES", "TEST_KINDS", "LEVEL", "CLAIMS", "REQUIRES_EVIDENCE", "value_at", "load_evidence", "validate",
            "check_snapshots", "check_statistics", "reason_text", "decide_text", "test_results", "counts",
@@ -73,7 +73,7 @@ _CH11 = "book/part4/11_extrapolation_theory.ipynb"
 _CONV = "results/lm/history/conversion_2026-12-02.json"
 _CONV_SCALE = ("byte-level TinyLM teacher (4 x 256, 4 heads, RoPE) trained 1,500 steps at 256 bytes, then converted by "
                "path_lib.experiments.convert: 100 MSE steps, 200 KL steps; every other arm the same 300 further steps "
-               "on the same batches, 3 seeds (experiments/run_conversion.py, full preset)")
+               "on the same batches, 3 seeds (scripts/experiments/run_conversion.py, full preset)")
 _CONV_CLOSE = ("PaTH converted: after both stages its loss at the training length is within 2% of the teacher's, "
                "in every seed")
 _CONV_LONG = "PaTH converted degrades less than RoPE continued at 16x the training length, in every seed"
@@ -90,7 +90,7 @@ def _v(select, value, fmt="float"):
     return {"select": list(select), "value": value, "format": fmt}
 
 
-_lm = E._lm    # one side of a test: (rows, model, path), see path_lib.experiments.claims_evidence
+_lm = E._lm    # one side of a test: (rows, model, path), see path_lib.ledger.evidence
 _ff = E._ff
 
 

@@ -2,8 +2,8 @@
 periodic evaluation, optional checkpoints, a tqdm bar, seeds, JSON results with provenance.
 
     from path_lib.nn.model import TinyLM
-    from path_lib.experiments.tasks import flip_flop
-    from path_lib.experiments.train import TrainConfig, train, task_preset, PRESETS
+    from path_lib.training.tasks import flip_flop
+    from path_lib.training.loop import TrainConfig, train, task_preset, PRESETS
 
     p = task_preset("flip_flop")                 # tiny on CPU, full on a GPU (hardware())
     sample = lambda step, gen: flip_flop(p.batch_size, generator=gen, **p.task)[:2]
@@ -28,11 +28,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .comparison import (UnequalTrainingError, check_equal_training, comparison_table, format_comparison,
+from ..ledger.comparison import (UnequalTrainingError, check_equal_training, comparison_table, format_comparison,
                          json_key, paired_differences, run_record)
-from .hardware import compute_dtype, hardware
+from ..hardware import compute_dtype, hardware
 from ..records import write_result
-from .train_state import Checkpoints, Progress, rng_state
+from .state import Checkpoints, Progress, rng_state
 
 __all__ = [
     "TrainConfig", "Preset", "PRESETS", "task_preset", "hardware", "set_seed", "lr_at", "masked_loss",
@@ -599,7 +599,7 @@ class GeneratedEval:
 
 
 # ----------------------------------------------------------------------------------------------
-# one call per synthetic experiment (used by the chapter and experiments/run_synthetic.py)
+# one call per synthetic experiment (used by the chapter and scripts/experiments/run_synthetic.py)
 # ----------------------------------------------------------------------------------------------
 
 FLIP_FLOP_EVAL = {"id": 0.8, "ood_sparse": 0.98, "ood_dense": 0.1}

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Does a model learn MQRAR-N at a given size within a step budget? (sizing part (d) of gpu_plan.md)
 
-    python experiments/mqrar_size_probe.py --sizes small,paper --models rope,path --n-back 1 --steps 3000
+    python scripts/experiments/mqrar_size_probe.py --sizes small,paper --models rope,path --n-back 1 --steps 3000
 
 Trains one seed per (size, model) and prints the query accuracy every ``--eval-every`` steps
-(chance: 1 / n_keys). Sizes are experiments/run_equal.py's MQ_SIZES. Writes ``$OUT/mqrar_probe.json``
+(chance: 1 / n_keys). Sizes are scripts/experiments/run_equal.py's MQ_SIZES. Writes ``$OUT/mqrar_probe.json``
 with provenance when ``--out`` is given.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-for p in (str(ROOT), str(ROOT / "experiments")):
+ROOT = Path(__file__).resolve().parents[2]
+for p in (str(ROOT), str(ROOT / "scripts" / "experiments")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -32,7 +32,7 @@ def main(argv=None):
     import torch
     from run_equal import MQ_SIZES
     from run_synthetic import pick_path_backend
-    from path_lib.experiments.train import TrainConfig, task_eval_sets, task_preset, train_task
+    from path_lib.training.loop import TrainConfig, task_eval_sets, task_preset, train_task
     device = "cuda" if torch.cuda.is_available() else "cpu"
     backend = pick_path_backend(device)
     rows = []
@@ -56,7 +56,7 @@ def main(argv=None):
     if args.out:
         from path_lib.records import write_result
         write_result(Path(args.out) / "mqrar_probe.json", {"rows": rows},
-                     command="python experiments/mqrar_size_probe.py " + " ".join(sys.argv[1:] if argv is None else argv))
+                     command="python scripts/experiments/mqrar_size_probe.py " + " ".join(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The equal-training GPU runs, one call on one H200 (see experiments/gpu_plan.md). The SAME command
+# The equal-training GPU runs, one call on one H200 (see scripts/experiments/gpu_plan.md). The SAME command
 # every call: it resumes from the previous call's state when that state was copied back into
 # runs/gpu_state/ (git-ignored) and carried along.
 #
-#   PATH_BOOK_COMMIT=<commit> bash experiments/run_gpu.sh            # default: lm, then flip_flop, then a5
-#   PATH_BOOK_COMMIT=<commit> PHASES=flip_flop,a5 bash experiments/run_gpu.sh
+#   PATH_BOOK_COMMIT=<commit> bash scripts/experiments/run_gpu.sh            # default: lm, then flip_flop, then a5
+#   PATH_BOOK_COMMIT=<commit> PHASES=flip_flop,a5 bash scripts/experiments/run_gpu.sh
 #
 # Environment: OUT (required: where results go), PATH_BOOK_COMMIT (recorded in every record),
 # PHASES (default lm,flip_flop,a5), BUDGET_S (default 510: seconds of this call), WORKERS (default 14),
@@ -12,7 +12,7 @@
 # Returns in $OUT: lm_full.json, flip_flop.json, a5_layers.json (and mqrar.json if asked), log.txt,
 # state.tar or state.tar.part00..02 (at most 8 files, each < 16 MiB).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PATH_BOOK_COMMIT="${PATH_BOOK_COMMIT:-unknown}"
@@ -21,7 +21,7 @@ PHASES="${PHASES:-lm,flip_flop,a5}"
 mkdir -p "$OUT" runs/gpu_state
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 # shellcheck disable=SC2086
-python3 experiments/run_equal.py --phases "$PHASES" --state /tmp/path_book_gpu_state \
+python3 scripts/experiments/run_equal.py --phases "$PHASES" --state /tmp/path_book_gpu_state \
     --resume-from runs/gpu_state --out "$OUT" --budget-s "${BUDGET_S:-510}" --workers "${WORKERS:-14}" \
     ${EXTRA:-} 2>&1 | grep -v -E "skip |Warning|warnings.warn" | tail -n 60
 ls -la "$OUT"

@@ -1,5 +1,5 @@
 """What the claims ledger computes from its records: per-seed values, the tests over seeds, and the
-reasons and next runs whose numbers must follow the records (:mod:`path_lib.experiments.claims`).
+reasons and next runs whose numbers must follow the records (:mod:`path_lib.ledger.claims`).
 
 A test's side is ``(rows, name, path)``: the rows of a record (``"records"`` of an LM or conversion
 record, ``"runs"`` of a synthetic one), the model's name (its ``model`` field, or ``attention`` where

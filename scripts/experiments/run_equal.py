@@ -2,14 +2,14 @@
 """Equal-training GPU runs, resumable across calls: every compared model gets the same optimiser steps
 on the same batches with the same schedule, for several seeds; no wall-clock deadline changes a schedule.
 
-    python experiments/run_equal.py --phases flip_flop,lm,mqrar,a5 --state runs/gpu_state \\
+    python scripts/experiments/run_equal.py --phases flip_flop,lm,mqrar,a5 --state runs/gpu_state \\
         --out $OUT --budget-s 500 --workers 12
 
 Phases (run in the order given, each a list of (model, seed, ...) jobs):
 
 * ``flip_flop``: RoPE, FoX, SBA, PaTH, PaTH-FoX; 1 layer, 2 heads, d_model 64, length 512, 1,500 steps of
   128 sequences, 3 seeds; errors on ID (0.8), OOD dense (0.1) and OOD sparse (0.98) with at least
-  ``--ff-sparse-reads`` (10^6) scored reads, generated on the fly (path_lib.experiments.train.GeneratedEval).
+  ``--ff-sparse-reads`` (10^6) scored reads, generated on the fly (path_lib.training.loop.GeneratedEval).
 * ``lm``: the nine models of path_lib.experiments.lm.COMPARISON_MODELS at the ``--lm-preset`` sizes, 3 seeds; perplexity
   ratios up to 64x the training length, passkey probe, far attention mass (path_lib.experiments.farmass).
 * ``mqrar``: RoPE and PaTH (and ``--mq-models``), N = 1..4, at ``--mq-size``, 3 seeds.
@@ -46,8 +46,8 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-for p in (str(ROOT), str(ROOT / "experiments")):
+ROOT = Path(__file__).resolve().parents[2]
+for p in (str(ROOT), str(ROOT / "scripts" / "experiments")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -106,7 +106,7 @@ def build_jobs(phase: str, args) -> list:
 
 def task_setup(job: dict, args):
     """The preset and eval sets of a synthetic job (the same for every model of a phase)."""
-    from path_lib.experiments.train import GeneratedEval, TrainConfig, task_eval_sets, task_preset
+    from path_lib.training.loop import GeneratedEval, TrainConfig, task_eval_sets, task_preset
     task = job["task"]
     if task == "flip_flop":
         p = task_preset("flip_flop", "full")
@@ -199,7 +199,7 @@ def lm_config(args):
 
 
 def _run_lm(job, args, ck):
-    from path_lib.experiments.corpus import load_stdlib_corpus
+    from path_lib.training.corpus import load_stdlib_corpus
     from path_lib.experiments.lm import run_model
     cfg = lm_config(args)
     if cfg.corpus_bytes not in _CORPUS:
@@ -250,7 +250,7 @@ class EvalSlot:
 
 
 def _run_task(job, args, ck):
-    from path_lib.experiments.train import train_task
+    from path_lib.training.loop import train_task
     preset, ev = task_setup(job, args)
     kw = {"backend": job["backend"], "block_size": 128} if job["attention"] in ("path", "path_fox") else {}
     r = train_task(job["task"], job["attention"], preset, device=job["device"], progress=False, eval_sets=ev,
@@ -280,7 +280,7 @@ def _seed_stats(values):
 
 def summarise(phase: str, runs: list, expected: int, meta: dict) -> dict:
     """The record of a phase from its finished runs (chapter-compatible layout, seed means, the check)."""
-    from path_lib.experiments.train import check_equal_training
+    from path_lib.training.loop import check_equal_training
     runs = sorted(runs, key=lambda r: r["job"]["id"])
     complete = len(runs) == expected
     out = dict(meta, phase=phase, complete=complete, runs_expected=expected, runs_done=len(runs))
@@ -345,7 +345,7 @@ def summarise(phase: str, runs: list, expected: int, meta: dict) -> dict:
 
 def _summarise_lm(runs, out, complete):
     from path_lib.experiments.lm import PAPER_A_CURVES, PAPER_B_RATIOS, COMPARISON_MODELS
-    from path_lib.experiments.train import check_equal_training
+    from path_lib.training.loop import check_equal_training
     recs = [r["record"] for r in runs]
     why = check_equal_training(recs, min_seeds=3) if complete else f"{len(runs)} of {out['runs_expected']} runs are done."
     out["equal_training"] = {"ok": why is None, "reason": why}
@@ -494,7 +494,7 @@ def main(argv=None):
         backend = args.backend
     log(f"path backend={backend}, workers={args.workers}, phases={phases}")
     deadline_call = t_start + args.budget_s
-    command = "python experiments/run_equal.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python scripts/experiments/run_equal.py " + " ".join(sys.argv[1:] if argv is None else argv)
     rates = _rates(state)
     from path_lib.records import provenance, write_result
     calls_file = state / "calls.json"

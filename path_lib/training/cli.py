@@ -1,11 +1,11 @@
 """Data-parallel and sharded training of TinyLM on the offline stdlib corpus, from the command line.
 
-    torchrun --nproc_per_node=2 -m path_lib.experiments.train_cli --model path --steps 200 --batch 16 \\
+    torchrun --nproc_per_node=2 -m path_lib.training.cli --model path --steps 200 --batch 16 \\
         --parallel fsdp --checkpoint-dir runs/lm                      # ... later, the same with --resume
 
 Each rank builds the same model (same seed), wraps it in DDP or FSDP2 (``fully_shard`` on every block,
 then on the whole model, which keeps the tied embedding and output head together), and trains it with
-:func:`path_lib.experiments.train.train` on its shard of every global batch: all ranks draw the same ``--batch``
+:func:`path_lib.training.loop.train` on its shard of every global batch: all ranks draw the same ``--batch``
 windows from one seeded generator and rank ``r`` keeps rows ``[r b, (r + 1) b)``, ``b = batch / world``.
 Gradients are averaged over the ranks, so the run follows the single-process run with the same global
 batch (to float rounding). Rank 0 writes the resumable checkpoint (full states, whatever the wrapping)
@@ -31,7 +31,7 @@ PARALLEL = ("auto", "none", "ddp", "fsdp")
 
 
 class DistributedHooks:
-    """What :func:`path_lib.experiments.train.train` needs to know about a data-parallel run (its ``distributed``
+    """What :func:`path_lib.training.loop.train` needs to know about a data-parallel run (its ``distributed``
     argument): the world size, which rank writes, a scalar mean over the ranks, and full state dicts.
 
     ``mode``: ``"ddp"`` (model is a ``DistributedDataParallel``) or ``"fsdp"`` (FSDP2 ``fully_shard``).
@@ -104,10 +104,10 @@ def shard_rows(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m path_lib.experiments.train_cli`` (model, sizes, steps, batch, data
+    """The command line of ``python -m path_lib.training.cli`` (model, sizes, steps, batch, data
     parallelism ``--parallel ddp|fsdp``, checkpoint and resume; ``--help`` lists them)."""
     from ..nn.layers import ATTENTION_LAYERS
-    p = argparse.ArgumentParser(prog="python -m path_lib.experiments.train_cli",
+    p = argparse.ArgumentParser(prog="python -m path_lib.training.cli",
                                 description="Train TinyLM on the stdlib byte corpus (under torchrun: DDP or FSDP2).")
     p.add_argument("--model", default="path", choices=sorted(ATTENTION_LAYERS), help="attention of every layer")
     p.add_argument("--d-model", type=int, default=64)
@@ -152,11 +152,11 @@ def _init_distributed(device_arg: Optional[str]):
 
 
 def run(argv: Optional[Sequence[str]] = None) -> Dict:
-    """Parse ``argv``, train, write the result (rank 0) and return :func:`path_lib.experiments.train.train`'s dict plus
+    """Parse ``argv``, train, write the result (rank 0) and return :func:`path_lib.training.loop.train`'s dict plus
     ``"distributed"``, ``"corpus"`` and ``"model"`` entries."""
     from .corpus import sample_windows
     from ..nn.model import TinyLM
-    from .train import TrainConfig, save_result, set_seed, train
+    from .loop import TrainConfig, save_result, set_seed, train
 
     args = build_parser().parse_args(argv)
     if args.batch < 1 or args.steps < 1 or args.seq_len < 1:
@@ -194,8 +194,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict:
     result = train(model, sample, cfg, eval_sets=eval_sets, device=device, progress=args.progress and rank == 0,
                    desc=f"{args.model} x{world}", log_every=args.log_every, checkpoint_path=ck,
                    resume=args.resume, stop_after_steps=args.stop_after, distributed=hooks)
-    command = (f"torchrun --nproc_per_node={world} -m path_lib.experiments.train_cli " if world > 1
-               else "python -m path_lib.experiments.train_cli ") + " ".join(sys.argv[1:] if argv is None else argv)
+    command = (f"torchrun --nproc_per_node={world} -m path_lib.training.cli " if world > 1
+               else "python -m path_lib.training.cli ") + " ".join(sys.argv[1:] if argv is None else argv)
     result.update({"distributed": {"world_size": world, "parallel": mode, "rank_batch": args.batch // world,
                                    "global_batch": args.batch,
                                    "backend": _backend_name() if world > 1 else None},

@@ -1,5 +1,5 @@
 """Equal training: the compact record of one run (model, seed), the check that runs form an equal-training
-comparison, and the comparisons that refuse unequal runs (re-exported by :mod:`path_lib.experiments.train`).
+comparison, and the comparisons that refuse unequal runs (re-exported by :mod:`path_lib.training.loop`).
 
     records = [run_record(result, model="path", seed=s, metrics={...}) for ...]
     check_equal_training(records)          # None, or one plain sentence saying why not

@@ -4,7 +4,7 @@ Every Python installation (a laptop, the book build, Colab, a GPU box) ships ``*
 ``sysconfig.get_paths()["stdlib"]``: tens of megabytes of real, varied code and docstrings. Read as
 bytes, it gives a byte-level language-modelling corpus (vocabulary 256) with no download.
 
-    from path_lib.experiments.corpus import load_stdlib_corpus, sample_windows
+    from path_lib.training.corpus import load_stdlib_corpus, sample_windows
     corpus = load_stdlib_corpus(max_bytes=8_000_000)
     x, y = sample_windows(corpus.train, batch=16, length=256, generator=torch.Generator().manual_seed(0))
 

@@ -8,7 +8,7 @@ parameters (TypeError / ValueError naming the argument) and returns
     vocab   list of str   one shared vocabulary for inputs and targets (``TinyLM(len(vocab))`` fits)
 
 Targets are aligned with inputs: ``logits[:, t]`` of a causal model that has read ``inputs[:, :t+1]``
-is scored against ``targets[:, t]`` (use :func:`path_lib.experiments.train.masked_loss`).
+is scored against ``targets[:, t]`` (use :func:`path_lib.training.loop.masked_loss`).
 """
 from __future__ import annotations
 

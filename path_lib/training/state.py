@@ -1,4 +1,4 @@
-"""The state a :func:`path_lib.experiments.train.train` run carries from step to step and, through a
+"""The state a :func:`path_lib.training.loop.train` run carries from step to step and, through a
 resumable checkpoint, from call to call: :class:`Progress`, and :class:`Checkpoints` (load with the checks
 that name a damaged file or one of another model, save atomically, finish), with the RNG-state helpers.
 """

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Step rates of the equal-training runs, to size them (experiments/gpu_plan.md).
+"""Step rates of the equal-training runs, to size them (scripts/experiments/gpu_plan.md).
 
-    python experiments/time_gpu.py --what lm --sizes 256x4x64,256x4x128 --procs 1,9 --steps 30 --out $OUT
+    python scripts/experiments/time_gpu.py --what lm --sizes 256x4x64,256x4x128 --procs 1,9 --steps 30 --out $OUT
 
 For each LM size ``d_model x n_layers x batch`` (train length 256, 4 heads) it times ``--steps`` training
 steps of every model of path_lib.experiments.lm.COMPARISON_MODELS, one process alone, and then ``P`` processes at once
-(each its own model, the way experiments/run_equal.py shares the GPU), and reports seconds per step and the
+(each its own model, the way scripts/experiments/run_equal.py shares the GPU), and reports seconds per step and the
 aggregate steps per second. ``--what tasks`` does the same for the synthetic tasks' models. Writes
 ``$OUT/timing.json`` (with provenance) and prints a table. On a CPU it runs too (the plan's CPU estimate).
 """
@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-for p in (str(ROOT), str(ROOT / "experiments")):
+ROOT = Path(__file__).resolve().parents[2]
+for p in (str(ROOT), str(ROOT / "scripts" / "experiments")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -48,7 +48,7 @@ def _time_lm(args):
     name, size, steps, device, backend, start_at = args
     import torch
     torch.set_num_threads(1)
-    from path_lib.experiments.corpus import load_stdlib_corpus
+    from path_lib.training.corpus import load_stdlib_corpus
     from path_lib.experiments.lm import PRESETS, _batch, build_model
     d, L, B = size
     cfg = dataclasses.replace(PRESETS["equal"], d_model=d, n_layers=L, batch=B, corpus_bytes=2_000_000)
@@ -75,8 +75,8 @@ def _time_task(args):
     torch.set_num_threads(1)
     from run_equal import MQ_SIZES
     from path_lib.nn.model import TinyLM
-    from path_lib.experiments.tasks import make_task
-    from path_lib.experiments.train import masked_loss, task_preset
+    from path_lib.training.tasks import make_task
+    from path_lib.training.loop import masked_loss, task_preset
     p = task_preset(task, "full")
     if task == "mqrar":
         p.task.update(MQ_SIZES["small"]["task"])
@@ -153,7 +153,7 @@ def main(argv=None):
     if args.out:
         from path_lib.records import write_result
         write_result(Path(args.out) / f"timing_{args.what}.json", res,
-                     command="python experiments/time_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv))
+                     command="python scripts/experiments/time_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

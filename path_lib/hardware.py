@@ -1,6 +1,6 @@
 """Which size of an experiment this machine runs, and in which floating-point format.
 
-    from path_lib.experiments.hardware import pick_preset, compute_dtype
+    from path_lib.hardware import pick_preset, compute_dtype
     cfg = pick_preset(tiny=dict(T=64, steps=200), full=dict(T=1024, steps=5000),
                       small=dict(T=256, steps=1000))
     with torch.autocast("cuda", dtype=compute_dtype("cuda")): ...
@@ -15,7 +15,7 @@
 
 ``PATH_BOOK_PRESET`` = ``tiny``, ``small`` (or ``t4``) or ``full`` forces a preset (a quick look on a
 GPU, the T4 sizes on a big GPU); any other non-empty value is a ValueError naming it. The library's
-experiment presets (:func:`path_lib.experiments.train.task_preset`) and the book's chapters (through
+experiment presets (:func:`path_lib.training.loop.task_preset`) and the book's chapters (through
 :mod:`path_lib.book.notebook`) share this rule.
 
 **Formats** (:func:`compute_dtype`): bfloat16 where the GPU computes it natively (capability 8.0 and

@@ -3,10 +3,10 @@
 
 This is the earlier, time-budgeted runner: each run fits its schedule into a wall-clock budget, so
 models get unequal training. The equal-training runs (same steps, batches and schedule for every
-model, three seeds, SBA included, resumable) are ``experiments/run_equal.py``; see
-``experiments/gpu_plan.md``.
+model, three seeds, SBA included, resumable) are ``scripts/experiments/run_equal.py``; see
+``scripts/experiments/gpu_plan.md``.
 
-    PYTHONPATH=$PWD python3 experiments/run_synthetic.py --preset full --out results/synthetic/
+    PYTHONPATH=$PWD python3 scripts/experiments/run_synthetic.py --preset full --out results/synthetic/
 
 Runs, in parallel worker processes (one GPU is shared; small models are launch-bound, so several
 processes keep it busy), within one wall-clock budget:
@@ -18,7 +18,7 @@ processes keep it busy), within one wall-clock budget:
                   and at twice it (does the model fail as the sequence grows?).
 * mqrar.json      MQRAR-N, N = 1..4, for PaTH and RoPE (2 layers, d_model 256, 2 heads).
 
-Every training run fits its warm-up + cosine schedule into its time budget (``path_lib.experiments.train.train``
+Every training run fits its warm-up + cosine schedule into its time budget (``path_lib.training.loop.train``
 measures the step time and cuts the number of steps; ``steps_done`` is recorded). PaTH uses the
 Triton kernels when ``path_lib.kernels.is_available()`` and they match the reference on a quick check,
 otherwise path_lib's blockwise PyTorch mirror.
@@ -33,7 +33,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -79,7 +79,7 @@ def run_job(job: dict) -> dict:
     """One training run in a worker process. Returns a compact, JSON-ready dict."""
     import torch
     torch.set_num_threads(1)
-    from path_lib.experiments.train import task_preset, task_eval_sets, train_task
+    from path_lib.training.loop import task_preset, task_eval_sets, train_task
     t0 = time.time()
     try:
         preset = task_preset(job["task"], job["preset"])
@@ -182,17 +182,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import torch
-    from path_lib.experiments.train import save_result
+    from path_lib.training.loop import save_result
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tasks = args.tasks.split(",")
     if args.backend == "auto":   # check the kernels at the head dims these runs use
-        from path_lib.experiments.train import task_preset
+        from path_lib.training.loop import task_preset
         dims = sorted({task_preset(t, args.preset).model["d_model"] // task_preset(t, args.preset).model["n_heads"]
                        for t in tasks})
         backend = pick_path_backend(device, head_dims=tuple(dims))
     else:
         backend = args.backend
-    command = "python3 experiments/run_synthetic.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python3 scripts/experiments/run_synthetic.py " + " ".join(sys.argv[1:] if argv is None else argv)
     print(f"device={device} path backend={backend} workers={args.workers}", flush=True)
     t_start = time.time()
     deadline = t_start + args.budget_s
