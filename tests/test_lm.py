@@ -112,7 +112,7 @@ def test_run_lm_script_writes_provenance(tmp_path, monkeypatch):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("run_lm", root / "experiments" / "run_lm.py")
+    spec = importlib.util.spec_from_file_location("run_lm", root / "scripts" / "experiments" / "run_lm.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     monkeypatch.setitem(mod.PRESETS, "tiny", SMALL)
@@ -128,7 +128,7 @@ def test_run_lm_script_parallel_workers_equal_steps(tmp_path, monkeypatch):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("run_lm", root / "experiments" / "run_lm.py")
+    spec = importlib.util.spec_from_file_location("run_lm", root / "scripts" / "experiments" / "run_lm.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     mod.main(["--preset", "tiny", "--out", str(tmp_path), "--models", "RoPE", "ALiBi", "--device", "cpu",
