@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from ..nn import rotations  # noqa: F401  (registers the rotation variants)
-from ..training.corpus import Corpus, encode, load_stdlib_corpus, sample_windows
+from ..training.corpus import Corpus, encode, load_corpus, sample_windows
 from ..nn.model import TinyLM
 from ..impl import resolve_backend
 from ..training.loop import TrainConfig, run_record, train
@@ -117,6 +117,8 @@ class LMConfig:
     path_block_size_eval: int = 64
     far_mass_windows: int = 0                # > 0: measure far attention mass (path_lib.experiments.farmass) after training
     far_mass_distance: Optional[int] = None  # M (default train_len // 2)
+    eval_sets: int = 1               # independent draws of the scored spans (eval_tokens split among them)
+    corpus: str = "stdlib"           # path_lib.training.corpus.load_corpus: "stdlib" (code) or "brown" (prose)
 
 
 PRESETS: Dict[str, LMConfig] = {
@@ -137,6 +139,20 @@ PRESETS: Dict[str, LMConfig] = {
                       eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16), probe_examples=32,
                       corpus_bytes=32_000_000, path_block_size_train=128, path_block_size_eval=256,
                       far_mass_windows=8),
+    # One GPU, the runs that decide the claims (issue: 2,000 steps, 5 seeds, two corpora, 64K scored bytes
+    # per evaluation length in 4 independent evaluation sets of 16K).
+    "decide": LMConfig(d_model=256, n_layers=4, n_heads=4, train_len=256, batch=64, steps=2000, lr=2e-3,
+                       warmup=100, eval_mults=(1, 2, 4, 8, 16, 64), eval_tokens=65536, eval_sets=4,
+                       eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16), probe_examples=32,
+                       corpus_bytes=32_000_000, path_block_size_train=128, path_block_size_eval=256,
+                       far_mass_windows=8),
+    # The same at a second size (26M parameters: 512 wide, 8 layers, 8 heads of 64), for RoPE, PaTH,
+    # FoX and PaTH-FoX: does each direction hold as the models grow?
+    "decide_large": LMConfig(d_model=512, n_layers=8, n_heads=8, train_len=256, batch=64, steps=2000,
+                             lr=1e-3, warmup=100, eval_mults=(1, 2, 4, 8, 16, 64), eval_tokens=65536,
+                             eval_sets=4, eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16),
+                             probe_examples=32, corpus_bytes=32_000_000, path_block_size_train=128,
+                             path_block_size_eval=256, far_mass_windows=8),
 }
 
 
@@ -369,6 +385,29 @@ def evaluate_lengths(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], 
     return out
 
 
+def evaluate_sets(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], *, train_len: int,
+                  tokens_per_length: int, n_sets: int = 1, chunk_tokens: int = 8192, seed: int = 4321,
+                  device="cpu") -> dict:
+    """:func:`evaluate_lengths` on ``n_sets`` independent draws of scored spans (seeds ``seed``,
+    ``seed + 1``, ...), ``tokens_per_length // n_sets`` scored bytes each. The pooled loss at each length
+    is the mean over the sets (equal sizes); ``"by_set"`` keeps each set's ``loss`` and ``ppl``, so the
+    spread over evaluation sets can be read beside the spread over seeds. ``n_sets = 1`` is
+    :func:`evaluate_lengths` itself (seed ``seed``)."""
+    if isinstance(n_sets, bool) or not isinstance(n_sets, int) or n_sets < 1:
+        raise ValueError(f"n_sets must be a positive int, got {n_sets!r}")
+    if n_sets == 1:
+        return evaluate_lengths(model, data, lengths, train_len=train_len, tokens_per_length=tokens_per_length,
+                                chunk_tokens=chunk_tokens, seed=seed, device=device)
+    per_set = max(1, tokens_per_length // n_sets)
+    sets = [evaluate_lengths(model, data, lengths, train_len=train_len, tokens_per_length=per_set,
+                             chunk_tokens=chunk_tokens, seed=seed + i, device=device) for i in range(n_sets)]
+    loss = [sum(s["loss"][j] for s in sets) / n_sets for j in range(len(lengths))]
+    return {"lengths": list(sets[0]["lengths"]), "loss": loss, "ppl": [math.exp(v) for v in loss],
+            "windows": [sum(s["windows"][j] for s in sets) for j in range(len(lengths))],
+            "scored_bytes": [sum(s["scored_bytes"][j] for s in sets) for j in range(len(lengths))],
+            "by_set": [{"seed": seed + i, "loss": s["loss"], "ppl": s["ppl"]} for i, s in enumerate(sets)]}
+
+
 def lm_metrics(ev: dict, probe: dict, train_len: int, final_loss: float) -> Dict[str, float]:
     """The per-run numbers a comparison is built from: ``ppl_train``, ``ratio_<m>x``, ``ppl_<m>x``,
     ``passkey_<m>x`` (exact match) and ``final_loss``."""
@@ -400,7 +439,7 @@ def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="c
     run_cfg = dataclasses.replace(cfg, seed=seed)
     tr = train_model(model, corpus, run_cfg, steps=steps, device=device, deadline=deadline,
                      checkpoint_path=checkpoint_path, stop_after_steps=stop_after_steps)
-    data_key = (f"stdlib:{corpus.info.get('sha1')}|train_len={cfg.train_len}|batch={cfg.batch}|"
+    data_key = (f"{corpus.info.get('source', 'stdlib')}:{corpus.info.get('sha1')}|train_len={cfg.train_len}|batch={cfg.batch}|"
                 f"probe_mix={cfg.probe_mix}|data_seed={seed + 1}")
     out = {"model": name, "params": model.num_parameters(), "seed": seed, "complete": tr["complete"], "train": tr}
     if not tr["complete"]:
@@ -417,8 +456,8 @@ def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="c
 def _evaluate_model(name, model, cfg, corpus, tr, cap, device, seed, data_key) -> dict:
     t0 = time.perf_counter()
     lengths = [m * cfg.train_len for m in cfg.eval_mults if cap is None or m * cfg.train_len <= cap]
-    ev = evaluate_lengths(model, corpus.val, lengths, train_len=cfg.train_len, tokens_per_length=cfg.eval_tokens,
-                          chunk_tokens=cfg.eval_chunk_tokens, device=device)
+    ev = evaluate_sets(model, corpus.val, lengths, train_len=cfg.train_len, tokens_per_length=cfg.eval_tokens,
+                       n_sets=cfg.eval_sets, chunk_tokens=cfg.eval_chunk_tokens, device=device)
     pr = probe_retrieval(model, [m * cfg.train_len for m in cfg.probe_mults if cap is None or m * cfg.train_len <= cap],
                          cfg.probe_examples, corpus.val, device=device, chunk_tokens=cfg.eval_chunk_tokens)
     ev["ratio"] = [p / ev["ppl"][0] for p in ev["ppl"]]
@@ -458,7 +497,7 @@ def _model_job(name: str, cfg: LMConfig, steps: int, device, backend: str, deadl
     torch.set_num_threads(1)
     if torch.device(device).type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
+    corpus = load_corpus(cfg.corpus, max_bytes=cfg.corpus_bytes)
     return name, run_model(name, cfg, corpus, steps=steps, device=device, path_backend_name=backend,
                            deadline=deadline, seed=seed), corpus.info
 
@@ -492,7 +531,7 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
     if workers > 1 and cfg.train_seconds is not None:
         raise ValueError("train_seconds (steps from a timed step) needs workers=1; give steps instead")
     if workers == 1:
-        corpus = corpus or load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
+        corpus = corpus or load_corpus(cfg.corpus, max_bytes=cfg.corpus_bytes)
         if cfg.train_seconds is not None:
             for name in models:
                 step_seconds[name] = time_step(name, cfg, corpus, device=device, path_backend_name=backend)

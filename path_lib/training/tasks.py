@@ -19,7 +19,7 @@ import torch
 
 __all__ = [
     "IGNORE_INDEX", "FLIP_FLOP_VOCAB", "flip_flop", "A5_ELEMENTS", "A5_GENERATORS", "a5_vocab",
-    "a5_word_problem", "compose", "mqrar", "mqrar_vocab", "TASKS", "make_task",
+    "a5_word_problem", "compose", "mqrar", "mqrar_vocab", "phonebook", "phonebook_vocab", "TASKS", "make_task",
 ]
 
 IGNORE_INDEX = -100
@@ -242,15 +242,52 @@ def mqrar(batch_size: int, n_back: int = 1, *, length: int = 768, n_keys: int = 
     return inputs, targets, mqrar_vocab(K, V)
 
 
+def phonebook_vocab(n_keys: int, n_values: int) -> List[str]:
+    """Names ``n0..`` (ids ``0..n_keys-1``), numbers ``#0..`` (next ``n_values`` ids), then ``?``."""
+    return [f"n{i}" for i in range(n_keys)] + [f"#{i}" for i in range(n_values)] + ["?"]
+
+
+def phonebook(batch_size: int, *, n_pairs: int = 32, n_queries: int = 32, n_keys: int = 256,
+              n_values: int = 256, seed: Optional[int] = None,
+              generator: Optional[torch.Generator] = None) -> Batch:
+    """Phone-book retrieval: ``n_pairs`` entries ``name number`` with distinct names, a separator
+    ``?``, then ``n_queries`` names drawn (with replacement) from the book; at each query the target is
+    that name's number. Only query positions are scored. Length ``2 n_pairs + 1 + n_queries``; a longer
+    book (more pairs) tests retrieval past the training length. Chance accuracy is ``1 / n_values``.
+
+    Returns ``(inputs [B, T], targets [B, T], phonebook_vocab(n_keys, n_values))``.
+    """
+    B = _int(batch_size, "batch_size")
+    P = _int(n_pairs, "n_pairs")
+    Q = _int(n_queries, "n_queries")
+    K = _int(n_keys, "n_keys")
+    V = _int(n_values, "n_values")
+    if P > K:
+        raise ValueError(f"n_pairs ({P}) must not exceed n_keys ({K}): the names of a book are distinct")
+    g = _generator(seed, generator)
+    names = torch.argsort(torch.rand(B, K, generator=g), dim=1)[:, :P]          # [B, P], distinct
+    numbers = torch.randint(0, V, (B, P), generator=g)
+    asked = torch.randint(0, P, (B, Q), generator=g)                            # which entries are queried
+    q_names = torch.gather(names, 1, asked)
+    answers = torch.gather(numbers, 1, asked)
+    sep = torch.full((B, 1), K + V, dtype=torch.long)
+    book = torch.stack([names, K + numbers], dim=2).reshape(B, 2 * P)
+    inputs = torch.cat([book, sep, q_names], dim=1)
+    targets = torch.full_like(inputs, IGNORE_INDEX)
+    targets[:, 2 * P + 1:] = K + answers
+    return inputs, targets, phonebook_vocab(K, V)
+
+
 # ----------------------------------------------------------------------------------------------
 # registry
 # ----------------------------------------------------------------------------------------------
 
-TASKS: Dict[str, Callable[..., Batch]] = {"flip_flop": flip_flop, "a5": a5_word_problem, "mqrar": mqrar}
+TASKS: Dict[str, Callable[..., Batch]] = {"flip_flop": flip_flop, "a5": a5_word_problem, "mqrar": mqrar,
+                                          "phonebook": phonebook}
 
 
 def make_task(name: str, batch_size: int, *, seed=None, generator=None, **kwargs) -> Batch:
-    """``make_task("flip_flop" | "a5" | "mqrar", batch_size, seed=..., **task_kwargs)``."""
+    """``make_task("flip_flop" | "a5" | "mqrar" | "phonebook", batch_size, seed=..., **task_kwargs)``."""
     if name not in TASKS:
         raise ValueError(f"task must be one of {tuple(TASKS)}, got {name!r}")
     return TASKS[name](batch_size, seed=seed, generator=generator, **kwargs)

@@ -51,9 +51,11 @@ for p in (str(ROOT), str(ROOT / "scripts" / "experiments")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-PHASES = ("flip_flop", "lm", "mqrar", "a5")
-FILES = {"flip_flop": "flip_flop.json", "lm": "lm_full.json", "mqrar": "mqrar.json", "a5": "a5_layers.json"}
+PHASES = ("flip_flop", "lm", "mqrar", "a5", "phonebook")
+FILES = {"flip_flop": "flip_flop.json", "lm": "lm_full.json", "mqrar": "mqrar.json", "a5": "a5_layers.json",
+         "phonebook": "phonebook.json"}
 TASK_MODELS = ["rope", "fox", "sba", "path", "path_fox"]
+PHONEBOOK_MODELS = ["nope", "rope", "fox", "path", "path_fox"]
 PART = 15 * 2 ** 20
 
 # MQRAR sizes: "paper" = the paper's (length 768, 32 keys, 256 pairs, d_model 256); "small" = a size at
@@ -74,16 +76,24 @@ def build_jobs(phase: str, args) -> list:
     seeds = [int(s) for s in args.seeds.split(",")]
     jobs = []
     if phase == "flip_flop":
+        size = ff_tag(args)
         for sd in seeds:
             for m in args.ff_models.split(","):
                 jobs.append({"phase": phase, "task": "flip_flop", "attention": m, "seed": sd,
-                             "id": f"ff-{m}-s{sd}"})
+                             "id": f"ff-{m}-s{sd}" if not size else f"ff-{size}-{m}-s{sd}"})
+    elif phase == "phonebook":
+        for sd in seeds:
+            for m in args.pb_models.split(","):
+                jobs.append({"phase": phase, "task": "phonebook", "attention": m, "seed": sd,
+                             "id": f"pb-{m}-s{sd}"})
     elif phase == "lm":
         from path_lib.experiments.lm import COMPARISON_MODELS
         models = COMPARISON_MODELS if not args.lm_models else args.lm_models.split(",")
+        tag = lm_tag(args)
         for sd in seeds:
             for m in models:
-                jobs.append({"phase": phase, "model": m, "seed": sd, "id": f"lm-{m}-s{sd}"})
+                jobs.append({"phase": phase, "model": m, "seed": sd,
+                             "id": f"lm-{m}-s{sd}" if not tag else f"lm-{tag}-{m}-s{sd}"})
     elif phase == "mqrar":
         for sd in seeds:
             for n in (1, 2, 3, 4):
@@ -114,6 +124,10 @@ def task_setup(job: dict, args):
         p = p.replace(config=dataclasses.replace(p.config, steps=steps, warmup=min(p.config.warmup, steps)))
         if args.ff_length:
             p.task["length"] = args.ff_length
+        if args.ff_layers:
+            p.model["n_layers"] = args.ff_layers
+        if args.ff_d_model:
+            p.model["d_model"] = args.ff_d_model
         kw = dict(p.task)
         ev = {"id": GeneratedEval("flip_flop", 128, min_scored=args.ff_other_reads, seed=10_000, **kw),
               "ood_dense": GeneratedEval("flip_flop", 128, min_scored=args.ff_other_reads, seed=20_000,
@@ -130,6 +144,14 @@ def task_setup(job: dict, args):
         p.task.update(size["task"], n_back=job["n_back"])
         p.model.update(size["model"])
         return p, task_eval_sets("mqrar", p)
+    if task == "phonebook":
+        p = task_preset("phonebook", "full")
+        steps = job["steps_override"] or args.pb_steps or p.config.steps
+        p = p.replace(config=dataclasses.replace(p.config, steps=steps, warmup=min(p.config.warmup, steps)))
+        ev = task_eval_sets("phonebook", p)          # the training size: the positive control
+        for m in (2, 4):                              # books of 2x and 4x the entries
+            ev[f"x{m}"] = task_eval_sets("phonebook", p, seed=777 + m, n_pairs=m * p.task["n_pairs"])["id"]
+        return p, ev
     if task == "a5":
         p = task_preset("a5", "full")
         steps = job["steps_override"] or args.a5_steps
@@ -187,9 +209,31 @@ def _jsonable(x):
         return str(x)
 
 
+def ff_tag(args) -> str:
+    """'' for flip-flop at its preset size (1 layer, width 64), else ``L<layers>d<width>``."""
+    if not (args.ff_layers or args.ff_d_model):
+        return ""
+    return f"L{args.ff_layers or 1}d{args.ff_d_model or 64}"
+
+
+def lm_tag(args) -> str:
+    """'' for the earlier preset ``equal`` on the code corpus (its job names and record name stay), else
+    ``<preset>-<corpus>``: each preset and corpus is its own comparison, record and set of jobs."""
+    return "" if (args.lm_preset, args.lm_corpus) == ("equal", "stdlib") else f"{args.lm_preset}-{args.lm_corpus}"
+
+
+def phase_file(phase: str, args) -> str:
+    """The record's file name: FILES, or ``lm_<preset>_<corpus>.json`` for the tagged LM comparisons."""
+    if phase == "lm" and lm_tag(args):
+        return f"lm_{args.lm_preset}_{args.lm_corpus}.json"
+    if phase == "flip_flop" and ff_tag(args):
+        return f"flip_flop_{ff_tag(args)}.json"
+    return FILES[phase]
+
+
 def lm_config(args):
     from path_lib.experiments.lm import PRESETS
-    cfg = PRESETS[args.lm_preset]
+    cfg = dataclasses.replace(PRESETS[args.lm_preset], corpus=args.lm_corpus)
     kw = {}
     if args.steps:
         kw.update(steps=args.steps, warmup=min(cfg.warmup, args.steps))
@@ -199,12 +243,13 @@ def lm_config(args):
 
 
 def _run_lm(job, args, ck):
-    from path_lib.training.corpus import load_stdlib_corpus
+    from path_lib.training.corpus import load_corpus
     from path_lib.experiments.lm import run_model
     cfg = lm_config(args)
-    if cfg.corpus_bytes not in _CORPUS:
-        _CORPUS[cfg.corpus_bytes] = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
-    corpus = _CORPUS[cfg.corpus_bytes]
+    key = (cfg.corpus, cfg.corpus_bytes)
+    if key not in _CORPUS:
+        _CORPUS[key] = load_corpus(cfg.corpus, max_bytes=cfg.corpus_bytes)
+    corpus = _CORPUS[key]
     r = run_model(job["model"], cfg, corpus, steps=cfg.steps, device=job["device"],
                   path_backend_name=job["backend"], seed=job["seed"], deadline=job["deadline"],
                   checkpoint_path=str(ck), stop_after_steps=args.pause_after_steps,
@@ -289,7 +334,8 @@ def summarise(phase: str, runs: list, expected: int, meta: dict) -> dict:
     groups = {}
     for r in runs:
         j = r["job"]
-        key = {"flip_flop": lambda: (j["attention"],), "mqrar": lambda: (j["attention"], j["n_back"]),
+        key = {"flip_flop": lambda: (j["attention"],), "phonebook": lambda: (j["attention"],),
+               "mqrar": lambda: (j["attention"], j["n_back"]),
                "a5": lambda: (j["attention"], j["n_layers"], j["length"])}[phase]()
         groups.setdefault(key, []).append(r)
     # equal training across every compared model at each setting (same seeds, steps, schedule, data)
@@ -312,6 +358,11 @@ def summarise(phase: str, runs: list, expected: int, meta: dict) -> dict:
                                "steps": rs[0]["steps_done"], "seeds": len(rs),
                                "ood_sparse_reads": rs[0]["final"]["ood_sparse"]["n_tokens"]}
                         for k, rs in groups.items()}
+        out["runs"] = runs
+    elif phase == "phonebook":
+        out["table"] = {k[0]: {**{f"{name}_accuracy": mean(rs, lambda r, n=name: r["final"][n]["accuracy"])
+                                  for name in ("id", "x2", "x4")},
+                               "steps": rs[0]["steps_done"], "seeds": len(rs)} for k, rs in groups.items()}
         out["runs"] = runs
     elif phase == "mqrar":
         tab = {}
@@ -440,7 +491,7 @@ def _rate_key(job) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--phases", default="flip_flop,lm,mqrar,a5")
+    ap.add_argument("--phases", default="flip_flop,lm,mqrar,a5", help=f"comma list of {PHASES}")
     ap.add_argument("--state", default="runs/gpu_state")
     ap.add_argument("--resume-from", nargs="*", default=[], help="state.tar (or its parts) of the previous call")
     ap.add_argument("--out", required=True)
@@ -454,9 +505,15 @@ def main(argv=None):
     ap.add_argument("--ff-sparse-reads", type=int, default=1_000_000)
     ap.add_argument("--ff-other-reads", type=int, default=200_000)
     ap.add_argument("--ff-length", type=int, default=None, help="override flip-flop's length 512 (CPU tests)")
+    ap.add_argument("--ff-layers", type=int, default=None, help="flip-flop models' depth (default the preset's 1)")
+    ap.add_argument("--ff-d-model", type=int, default=None, help="flip-flop models' width (default the preset's 64)")
+    ap.add_argument("--pb-models", default=",".join(PHONEBOOK_MODELS))
+    ap.add_argument("--pb-steps", type=int, default=None, help="phone-book steps (default the preset's 3,000)")
     ap.add_argument("--pause-after-steps", type=int, default=None,
                     help="testing: every run stops (checkpointed) after this many steps, as at a deadline")
-    ap.add_argument("--lm-preset", default="equal")
+    ap.add_argument("--lm-preset", default="equal", help="path_lib.experiments.lm.PRESETS: equal, decide, decide_large")
+    ap.add_argument("--lm-corpus", default="stdlib", choices=["stdlib", "brown"],
+                    help="the code corpus (Python's standard library) or English prose (the Brown Corpus, .corpus/)")
     ap.add_argument("--lm-models", default=None)
     ap.add_argument("--lm-eval-mults", default=None)
     ap.add_argument("--lm-far-mass-windows", type=int, default=8)
@@ -488,7 +545,7 @@ def main(argv=None):
     phases = [p for p in args.phases.split(",") if p]
     if args.backend == "auto":
         from run_synthetic import pick_path_backend
-        dims = sorted({{"flip_flop": 32, "lm": 64, "mqrar": 64, "a5": 64}[p] for p in phases})
+        dims = sorted({{"flip_flop": 32, "lm": 64, "mqrar": 64, "a5": 64, "phonebook": 64}[p] for p in phases})
         backend = pick_path_backend(device, head_dims=tuple(dims))
     else:
         backend = args.backend
@@ -511,7 +568,7 @@ def main(argv=None):
         if phase == "lm":
             meta["config"] = dataclasses.asdict(lm_config(args))
         rec = summarise(phase, done, len(jobs), meta)
-        write_result(out / FILES[phase], rec, command=command)
+        write_result(out / phase_file(phase, args), rec, command=command)
         return rec
 
     # one queue in phase order: a later phase's jobs fill the workers while an earlier phase finishes
@@ -524,7 +581,7 @@ def main(argv=None):
         todo.sort(key=lambda j: not (state / "ckpt" / f"{j['id']}.pt").exists())   # resumed runs first
         log(f"phase {ph}: {len(jobs_by_phase[ph])} jobs, {len(jobs_by_phase[ph]) - len(todo)} already done")
         queue += todo
-    margins = {"lm": 90.0, "flip_flop": 45.0, "mqrar": 20.0, "a5": 20.0}
+    margins = {"lm": 120.0, "flip_flop": 45.0, "mqrar": 20.0, "a5": 20.0, "phonebook": 20.0}
     ctx = mp.get_context("spawn")
     running = {}
     with cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
