@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["READER_DIR", "site_url", "Bibliography", "ReaderBook", "write_reader_notebooks",
-           "stale_reader_notebooks", "myst_markup", "main"]
+           "stale_reader_notebooks", "myst_markup", "PROOF_TYPES", "setup", "main"]
 
 #: The folder (relative to the repository root) that holds the reader copies, mirroring the sources'
 #: paths: ``notebooks/book/part1/02_householder.ipynb``. ``_config.yml`` sets ``repository.path_to_book``
@@ -237,7 +237,6 @@ def toc_pages(root: Path, toc: dict) -> List[Page]:
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 _DIRECTIVE = re.compile(r"^\{(?P<name>[A-Za-z][\w:+.-]*)\}[ \t]*(?P<arg>.*)$")
 _OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
-_CODE_SPAN = re.compile(r"(?<!`)(?P<ticks>`+)(?!`)[\s\S]*?(?<!`)(?P=ticks)(?!`)")
 _HEADING = re.compile(r"^(?P<hashes>#{1,6})[ \t]+(?P<text>.*?)[ \t]*#*[ \t]*$")
 _INLINE = re.compile(
     r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)[\s\S]*?(?<!`)(?P=ticks)(?!`))"
@@ -270,8 +269,9 @@ class Directive:
 Block = Union[Tuple[str, List[str]], Directive]
 
 
-def _blocks(lines: List[str], offset: int = 0) -> List[Block]:
-    """``lines`` as ("text", lines), ("code", lines) and :class:`Directive` blocks."""
+def _blocks(lines: List[str]) -> List[Block]:
+    """``lines`` as ("text", lines), ("code", lines) and :class:`Directive` blocks (a directive's line is
+    counted from 1 in ``lines``)."""
     out: List[Block] = []
     text: List[str] = []
     i = 0
@@ -303,7 +303,7 @@ def _blocks(lines: List[str], offset: int = 0) -> List[Block]:
                 body = body[1:]
             while body and not body[-1].strip():
                 body = body[:-1]
-            out.append(Directive(d.group("name"), d.group("arg").strip(), options, body, indent, offset + i + 1))
+            out.append(Directive(d.group("name"), d.group("arg").strip(), options, body, indent, i + 1))
         i = end + 1
     if text:
         out.append(("text", text))
@@ -410,7 +410,11 @@ class ReaderBook:
         self._top_children: Dict[str, int] = {}
         return {p.docname: self._convert_page(p) for p in self.pages}
 
-    def _page_cells(self, page: Page) -> List[str]:
+    def source_markdown(self, docname: str) -> List[str]:
+        """The Markdown cells of a page as written, in order (a Markdown page is one cell)."""
+        if docname not in self.by_name:
+            raise ValueError(f"docname must be a page of _toc.yml, got {docname!r}")
+        page = self.by_name[docname]
         if page.path.suffix == ".md":
             return [page.path.read_text()]
         nb = json.loads(page.path.read_text())
@@ -431,7 +435,7 @@ class ReaderBook:
         self.citations[page.docname] = []
         self._stack: List[_OpenHeading] = []
         self._h1 = False
-        cells = [self._lines(src.split("\n"), top=True) for src in self._page_cells(page)]
+        cells = [self._lines(src.split("\n"), top=True) for src in self.source_markdown(page.docname)]
         self._top_children[page.docname] = self._stack[0].children if self._stack else 0
         return cells
 
