@@ -325,7 +325,7 @@ def test_page(site, page, docname):
         if "Traceback" in text:
             failures.append(f"stderr output shows a traceback: {text[:300]!r}")
 
-    # --- Colab launch links point at notebooks that exist in the repository --------------------
+    # --- Colab launch links open the page's reader copy (notebooks/, path_lib/book/reader.py) -----
     colab = [a for a in page.locator("a").evaluate_all("els => els.map(e => e.href)")
              if "colab.research.google.com" in a]
     is_notebook = (ROOT / f"{docname}.ipynb").exists()
@@ -337,8 +337,8 @@ def test_page(site, page, docname):
             failures.append(f"unexpected Colab link {href}")
             continue
         target = m.group(1)
-        if not (target.startswith("book/") and target.endswith(".ipynb") and (ROOT / target).is_file()):
-            failures.append(f"Colab link to {target}, which is not a notebook under book/ in the repository")
+        if not (target == f"notebooks/{docname}.ipynb" and (ROOT / target).is_file()):
+            failures.append(f"Colab link to {target}, not to this page's reader copy notebooks/{docname}.ipynb")
 
     # --- static widgets: moving a slider swaps the image ---------------------------------------
     widgets = page.locator(".path-widget")

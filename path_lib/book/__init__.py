@@ -8,4 +8,5 @@
     kernel_diagrams  the kernel chapter's tile and segment diagrams.
     gloo_group       a CPU process group (gloo) and the scale-out chapter's context-parallel self-check.
     chapter_times    how long each page runs (CPU, GPU measured or estimated): notes and the table.
+    reader           the reader copies in notebooks/ (MyST markup as the site's text), a Sphinx hook.
 """
