@@ -11,17 +11,17 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,compute_mode --format=csv,noheader
 python3 -c "import path_lib.kernels, triton, torch; print('kernels import; triton', triton.__version__, 'torch', torch.__version__)"
 M=RoPE,PaTH,PaTH-FoX
-timeout 170 python3 scripts/experiments/time_gpu.py --what lm --sizes 256x4x64 --models $M --procs 1,12 \
+timeout 100 python3 scripts/experiments/time_gpu.py --what lm --sizes 256x4x64 --models $M --procs 12 \
     --steps 30 --out "$OUT/timeslice" 2>&1 | grep -v -i warn
 if command -v nvidia-cuda-mps-control >/dev/null; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
   mkdir -p /tmp/mps_pipe /tmp/mps_log
   nvidia-cuda-mps-control -d && echo "MPS daemon started"
-  timeout 170 python3 scripts/experiments/time_gpu.py --what lm --sizes 256x4x64,512x8x64 --models $M \
+  timeout 200 python3 scripts/experiments/time_gpu.py --what lm --sizes 256x4x64 --models $M \
       --procs 12,24 --steps 30 --out "$OUT/mps" 2>&1 | grep -v -i warn
-  timeout 90 python3 scripts/experiments/time_gpu.py --what lm --sizes 512x8x64 --models $M --procs 1 \
-      --steps 20 --out "$OUT/mps_single" 2>&1 | grep -v -i warn
-  echo quit | nvidia-cuda-mps-control
+  timeout 100 python3 scripts/experiments/time_gpu.py --what lm --sizes 512x8x64 --models $M --procs 12 \
+      --steps 20 --out "$OUT/mps_large" 2>&1 | grep -v -i warn
+  [ "${MPS_KEEP:-0}" = 1 ] || echo quit | nvidia-cuda-mps-control
   tail -n 5 /tmp/mps_log/control.log 2>/dev/null
 else
   echo "no nvidia-cuda-mps-control on this machine"

@@ -19,6 +19,15 @@ export PATH_BOOK_COMMIT="${PATH_BOOK_COMMIT:-unknown}"
 export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}"
 PHASES="${PHASES:-lm,flip_flop,a5}"
 mkdir -p "$OUT" runs/gpu_state
+# MPS=1: run the workers under CUDA MPS (kernels of different processes run at once instead of taking
+# turns; see measure_sharing.sh for the measured gain); the daemon is stopped when this script ends
+if [ "${MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+  mkdir -p /tmp/mps_pipe /tmp/mps_log
+  pgrep -f nvidia-cuda-mps-control >/dev/null || nvidia-cuda-mps-control -d
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  echo "run_gpu: workers under CUDA MPS"
+fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 # shellcheck disable=SC2086
 python3 scripts/experiments/run_equal.py --phases "$PHASES" --state /tmp/path_book_gpu_state \
