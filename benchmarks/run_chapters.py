@@ -251,6 +251,8 @@ def run_installed(pages: list, presets: list, *, out_dir: Path, timeout: float, 
 def _commit(root: Path) -> str:
     """The checkout's commit, ``+dirty`` with uncommitted changes to tracked files (as the provenance writes it)."""
     given = os.environ.get("PATH_BOOK_COMMIT")          # a copy without git (the device machine) passes it
+    if given:                                           # given wins: a copy's stale git metadata must not
+        return given
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
@@ -258,7 +260,7 @@ def _commit(root: Path) -> str:
     except OSError:
         head, dirty = "", ""
     if not head:
-        return given or "unknown"
+        return "unknown"
     return head + ("+dirty" if dirty else "")
 
 

@@ -9,7 +9,8 @@
 #   bash benchmarks/run_colab.sh book/intro.ipynb book/part3/07_kernel.ipynb      # some pages
 #   on the device machine (OUT set): bash benchmarks/run_colab.sh, its records come back from $OUT
 #
-# Writes $OUT (or benchmarks/results)/chapter_times_small.json and correctness_sweep_fp16.json (the full
+# Writes $OUT (or benchmarks/results)/chapter_times_small.json, chapter_times_full.json (PATH_COLAB_FULL=0
+# leaves the full preset out) and correctness_sweep_fp16.json (the full
 # sweep's record, correctness_sweep.json, is left alone). Without a CUDA device the pages run on the
 # CPU (a check of the script; slow at the small sizes: give cheap pages) and the sweep is skipped.
 # PATH_COLAB_TIMEOUT_S: seconds per page (default 900). Exit status: 1 if a page or a case failed.
@@ -25,6 +26,11 @@ status=0
 echo "== pages, small preset, $PATH_BOOK_DTYPE, without a checkout"
 "$PY" benchmarks/run_chapters.py --installed --preset small --out-dir "$OUTDIR" \
   --timeout "${PATH_COLAB_TIMEOUT_S:-900}" "$@" 2>&1 | tee "$OUTDIR/colab_pages.log" || status=1
+if [ "${PATH_COLAB_FULL:-1}" = 1 ]; then   # the full preset in the GPU's own format (bfloat16 on Ampere and later)
+  echo "== pages, full preset, native format, without a checkout"
+  PATH_BOOK_DTYPE= "$PY" benchmarks/run_chapters.py --installed --preset full --out-dir "$OUTDIR" \
+    --timeout "${PATH_COLAB_TIMEOUT_S:-900}" "$@" 2>&1 | tee "$OUTDIR/colab_pages_full.log" || status=1
+fi
 
 if "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "== kernels: the float16 cases of the correctness sweep"
