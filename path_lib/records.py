@@ -76,10 +76,18 @@ RECORDS = {
     "a5": "results/synthetic/a5_layers.json",
     "mqrar": "results/synthetic/mqrar.json",
     "conversion": "results/lm/conversion.json",                # RoPE -> PaTH conversion, scripts/experiments/run_conversion.py
+    # the runs that decide the claims (scripts/experiments/run_equal.py, gpu_plan.md): 2,000 steps, 5 seeds
+    "lm_decide_stdlib": "results/lm/lm_decide_stdlib.json",    # nine models on the code corpus
+    "lm_decide_brown": "results/lm/lm_decide_brown.json",      # nine models on English prose (Brown Corpus)
+    "lm_decide_large_stdlib": "results/lm/lm_decide_large_stdlib.json",  # 26M parameters, four models
+    "flip_flop_deep": "results/synthetic/flip_flop_L2d128.json",  # 2 layers of width 128: a RoPE that learns
+    "phonebook": "results/synthetic/phonebook.json",           # retrieval with its positive control
+    "sharing": "results/calibration/sharing.json",             # steps/s of small runs sharing one GPU (MPS or not)
 }
 
 #: Names registered before their first GPU run: the file may be absent (``optional_record`` then says so).
-PENDING_RECORDS: set = set()
+PENDING_RECORDS: set = {"lm_decide_stdlib", "lm_decide_brown", "lm_decide_large_stdlib", "flip_flop_deep",
+                         "phonebook", "sharing"}
 
 #: Where records come from when path_lib runs without a checkout (pip-installed, e.g. on Colab): the
 #: repository's raw files on ``BRANCH``. ``PATH_BOOK_RECORDS_BASE`` overrides it (a fork, a mirror,
