@@ -314,3 +314,11 @@ def test_rendering_for_readers():
     assert set(C.pending()) <= set(RECORDS)
     assert C.format_value({"value": 0.0123, "format": "percent"}) == "1.23%"
     assert C.format_value({"value": False, "format": "text"}) == "no"
+
+
+def test_every_key_the_ledger_cites_is_in_the_bibliography():
+    keys = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
+    cited = {k for p, _ in C.PAPERS.values() for k in [p]}
+    for c in C.CLAIMS:
+        cited |= set(re.findall(r"\{cite:p\}`([^`]+)`", c["claim"] + " " + (c.get("ours") or {}).get("scale", "")))
+    assert cited and cited <= keys, cited - keys
