@@ -482,7 +482,7 @@ CLAIMS: List[Dict] = [
                          "ALiBi at 64x": _v(["summary", "ALiBi", "far_mass_64x", "mean"], 0.1813111501409539),
                          "PaTH-FoX at 64x": _v(["summary", "PaTH-FoX", "far_mass_64x", "mean"],
                                                0.00046538431438064495)}},
-     "tests": [_t(f"{m}'s far mass rises by more than 0.1 from 1x to 64x", _lm(m, "far_mass_64x"),
+     "tests": [_t(f"{m}'s far mass rises by more than 10 percentage points from 1x to 64x", _lm(m, "far_mass_64x"),
                   _lm(m, "far_mass_1x"), ">", shift=0.1,
                   control=_c(f"{c}, in {m}'s place", a=_lm(c, "far_mass_64x"), b=_lm(c, "far_mass_1x")))
                for m, c in (("PaTH", "ALiBi"), ("RoPE", "PaTH-FoX"))]
@@ -653,15 +653,17 @@ def decide_text(c: Dict, root=None) -> str:
     A claim's own ``decide`` when it has one; for an undecided comparison that lacks only seeds, the
     cost of the missing seeds."""
     f = c.get("decide")
-    rec = _record(c, root)
+    rec, rates = _record(c, root), measured_rates(root)
     if f:
-        return f(rec, measured_rates(root)) if rec is not None else _missing(c)
+        if rec is None:
+            return _missing(c)
+        return f(rec, rates) if rates is not None else "its cost needs the measured step rates of results/calibration"
     if c["status"] != "undecided" or rec is None or not c.get("tests"):
         return ""
     res = test_results(c, root)
     n = [r["n"] for r in res if r["kind"] == "seeds" and r["role"] == "named"]
     if n and min(n) < MIN_SEEDS:
-        return _more_seeds(c, rec, measured_rates(root), min(n))
+        return _more_seeds(c, rec, rates, min(n))
     return ""
 
 
@@ -930,7 +932,7 @@ def _status_lines(c: Dict, root) -> List[str]:
     d = decided(c, root)
     text = f"*Status:* **{c['status']}**"
     if c["test"] == "certain at this scale":
-        text += " (certain at this scale, so no evidence either way)"
+        text += " (certain at this scale, so not counted as evidence)"
     if d is not None and d["status"] != "reproduced":
         text += f": {d['why']}"
     why = reason_text(c, root)
