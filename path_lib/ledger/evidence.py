@@ -1,29 +1,48 @@
-"""What the claims ledger computes from its records: per-seed values, the tests over seeds, and the
-reasons and next runs whose numbers must follow the records (:mod:`path_lib.ledger.claims`).
+"""What the claims ledger computes from its records: per-seed values, the tests over seeds with their
+controls, the status a claim's named tests decide, and the reasons and costs whose numbers follow the
+records (:mod:`path_lib.ledger.claims`).
 
 A test's side is ``(rows, name, path)``: the rows of a record (``"records"`` of an LM or conversion
 record, ``"runs"`` of a synthetic one), the model's name (its ``model`` field, or ``attention`` where
 ``model`` is a dict), and a dotted path into the row; ``path@lo:hi`` is the mean of a logged curve
 (``[[step, loss], ...]`` or ``[{"step", "loss"}, ...]``) over steps lo..hi. Every function here takes
 a loaded record (a dict) and returns plain numbers or text.
+
+**How a test decides.** A test over seeds takes the paired difference ``d_s`` of its two sides seed by
+seed, in the paper's direction, and the exact one-sided sign-flip p-value (:func:`stats.sign_flip_p`,
+exact under the null that each ``d_s`` is symmetric about zero). It *holds* when the record has at
+least :data:`MIN_SEEDS` seeds and ``p <= LEVEL`` (1/32, the smallest p five seeds allow). With fewer
+seeds it cannot hold, whatever the values: it is undecided. A test points *against* the paper when the
+mean difference lies on the other side (outside the margin, for "within"). Each test may name a
+*control*: the same test with a model that lacks the effect; when the control passes too (at the
+strictest level its seeds allow), the test cannot fail at this scale and is labelled certain. A claim's
+status comes from its *named* tests only (:func:`decide`); its *preconditions* (the model learned the
+task at all, say) must pass first.
 """
 from __future__ import annotations
 
 import math
 import re
+import shlex
 import statistics
 from fractions import Fraction
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import stats
 
-__all__ = ["LEVEL", "INTERVAL_LEVEL", "value_at", "per_seed", "evaluate", "p_text"]
+__all__ = ["LEVEL", "MIN_SEEDS", "INTERVAL_LEVEL", "ROLES", "value_at", "per_seed", "evaluate", "evaluate_speed",
+           "decide", "claim_kind", "p_text", "measured_rates", "public_command"]
 
-#: one-sided level of every test over seeds: with three paired seeds the exact sign-flip test cannot
-#: go below 1/8, so this is the strictest level at which three seeds can decide anything
-LEVEL = 0.125
-#: two-sided level of the bootstrap interval of the mean difference
-INTERVAL_LEVEL = 0.9
+#: one-sided level of every test over seeds: the smallest p-value five paired seeds allow (1/2^5)
+LEVEL = 1 / 32
+#: the fewest seeds with which the exact sign-flip test can reach :data:`LEVEL`
+MIN_SEEDS = 5
+#: the target coverage of the interval of the mean difference: each tail at most :data:`LEVEL`
+#: (15/16 = 93.75 % from five seeds on; with fewer the interval is [min, max] and covers 1 - 2/2^n)
+INTERVAL_LEVEL = 1 - 2 * LEVEL
+#: what a test does for its claim: decides it (``"named"``), must pass before the named tests count
+#: (``"precondition"``), or is shown beside them (``"supporting"``)
+ROLES = ("named", "precondition", "supporting")
 
 
 def value_at(data, select: Sequence):
@@ -71,34 +90,163 @@ def per_seed(rec: Dict, side) -> Dict[int, float]:
     return out
 
 
-def evaluate(test: Dict, rec: Dict) -> Dict:
-    """A test (see ``claims._t``) on record ``rec``: ``{"label", "seeds", "diffs", "mean", "interval",
-    "p", "smallest_p", "holds", "relative", "certain"}``: the per-seed differences ``a - b`` (``a / b - 1``
-    if relative; the test subtracts its shift), their mean and bootstrap interval, the exact p-value;
-    ``holds`` is ``p <= LEVEL``."""
-    a = per_seed(rec, test["a"])
-    b = {s: float(test["b"]) for s in a} if isinstance(test["b"], (int, float)) else per_seed(rec, test["b"])
+# ----------------------------------------------------------------------------------------------
+# tests over seeds
+# ----------------------------------------------------------------------------------------------
+
+def _sides(test: Dict, rec: Dict, a_side, b_side) -> Tuple[List[int], List[float]]:
+    """The seeds and the raw per-seed differences ``a - b`` (``a / b - 1`` if relative)."""
+    a = per_seed(rec, a_side)
+    b = {s: float(b_side) for s in a} if isinstance(b_side, (int, float)) else per_seed(rec, b_side)
     if set(a) != set(b):
         raise ValueError(f"{test['label']}: the two sides have different seeds ({sorted(a)} vs {sorted(b)})")
     seeds = sorted(a)
-    raw = [a[s] / b[s] - 1 if test["relative"] else a[s] - b[s] for s in seeds]
-    d = [x - test["shift"] for x in raw]
-    if test["paper"] == "within":
-        p = stats.tost_sign_flip_p(d, *test["margin"])
+    return seeds, [a[s] / b[s] - 1 if test["relative"] else a[s] - b[s] for s in seeds]
+
+
+def _judge(test: Dict, d: List[float]) -> Dict:
+    """p-values and direction of the shifted differences ``d`` in the test's (the paper's) direction."""
+    paper, mean = test["paper"], sum(d) / len(d)
+    if paper == "within":
+        low, high = test["margin"]
+        p = stats.tost_sign_flip_p(d, low, high)
+        p_against = min(stats.sign_flip_p([x - high for x in d], "greater"),
+                        stats.sign_flip_p([x - low for x in d], "less"))
+        agree = sum(low < x < high for x in d)
+        against = not low < mean < high
     else:
-        p = stats.sign_flip_p(d, "greater" if test["paper"] == ">" else "less")
-    return {"label": test["label"], "seeds": seeds, "diffs": raw, "mean": sum(raw) / len(raw),
-            "interval": stats.bootstrap_interval(raw, INTERVAL_LEVEL), "p": p,
-            "smallest_p": stats.smallest_p_paired(len(d)), "holds": p <= LEVEL + 1e-12,
-            "relative": test["relative"], "certain": test.get("certain")}
+        side = "greater" if paper == ">" else "less"
+        p = stats.sign_flip_p(d, side)
+        p_against = stats.sign_flip_p(d, "less" if side == "greater" else "greater")
+        agree = sum((x > 0) if side == "greater" else (x < 0) for x in d)
+        against = mean <= 0 if side == "greater" else mean >= 0
+    n = len(d)
+    floor = stats.smallest_p_paired(n)
+    return {"n": n, "p": p, "p_against": p_against, "smallest_p": floor, "agree": agree, "tied": not any(d),
+            "holds": n >= MIN_SEEDS and p <= LEVEL + 1e-12, "against": against,
+            "passes_available": p <= max(LEVEL, floor) + 1e-12}
+
+
+def evaluate(test: Dict, rec: Dict) -> Dict:
+    """A test over seeds (see ``claims._t``) on record ``rec``: ``{"label", "role", "kind": "seeds",
+    "seeds", "n", "diffs", "mean", "interval", "coverage", "p", "p_against", "smallest_p", "agree",
+    "holds", "against", "passes_available", "relative", "certain", "control"}``.
+
+    ``diffs``: the per-seed differences ``a - b`` (``a / b - 1`` if relative), before the test's shift;
+    ``interval``: the exact sign-flip interval of their centre, of coverage ``coverage``; ``p``: the exact
+    one-sided p-value of the shifted differences in the paper's direction, ``p_against`` the other way;
+    ``agree``: the seeds on the paper's side; ``holds``: at least :data:`MIN_SEEDS` seeds and
+    ``p <= LEVEL``; ``against``: the mean on the other side; ``passes_available``: ``p`` at the strictest
+    level these seeds allow (every seed, below five seeds). ``control``: the same evaluation with the
+    control's sides and ``"what"``, or None; ``certain``: why the outcome was certain at this scale (the
+    test's own reason, or "its control passes too"), or None."""
+    seeds, raw = _sides(test, rec, test["a"], test["b"])
+    out = {"label": test["label"], "role": test.get("role", "named"), "kind": "seeds", "seeds": seeds,
+           "diffs": raw, "mean": sum(raw) / len(raw), "relative": test["relative"], "points": test.get("points"),
+           "interval": stats.sign_flip_interval(raw, INTERVAL_LEVEL),
+           "coverage": stats.sign_flip_coverage(len(raw), INTERVAL_LEVEL)}
+    out.update(_judge(test, [x - test["shift"] for x in raw]))
+    out["control"], out["certain"] = None, test.get("certain")
+    ctl = test.get("control")
+    if ctl:
+        _, craw = _sides(test, rec, ctl.get("a") or test["a"], ctl.get("b", test["b"]))
+        out["control"] = dict(_judge(test, [x - test["shift"] for x in craw]), what=ctl["what"],
+                              diffs=craw, mean=sum(craw) / len(craw))
+        if out["control"]["passes_available"] and not out["certain"]:
+            out["certain"] = f"its control ({ctl['what']}) passes it too"
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# speed: the paper's order shape by shape (one timing per shape, no seeds)
+# ----------------------------------------------------------------------------------------------
+
+def _shapes(rec: Dict, methods: Sequence[str]) -> Dict[tuple, Dict[str, float]]:
+    """{(D, T, mode): {method: median ms}} of a speed record, for the shapes where all methods ran."""
+    shapes: Dict[tuple, Dict[str, float]] = {}
+    for r in rec["rows"]:
+        if "ms" in r:
+            shapes.setdefault((r["D"], r["T"], r["mode"]), {})[r["method"]] = r["ms"]
+    return {k: v for k, v in shapes.items() if set(methods) <= set(v)}
+
+
+def evaluate_speed(test: Dict, rec: Dict) -> Dict:
+    """A speed test (see ``claims._speed``): the shapes where method ``faster`` took less time than
+    ``slower``. ``{"label", "role", "kind": "shapes", "shapes", "agree", "where", "holds" (every shape),
+    "against" (fewer than half), "passes_available", "certain": None, "control": None}``."""
+    both = _shapes(rec, (test["faster"], test["slower"]))
+    where = sorted(k for k, v in both.items() if v[test["faster"]] < v[test["slower"]])
+    holds = len(where) == len(both) > 0
+    return {"label": test["label"], "role": test.get("role", "named"), "kind": "shapes", "shapes": len(both),
+            "agree": len(where), "where": where, "holds": holds, "against": 2 * len(where) < len(both),
+            "passes_available": holds, "certain": None, "control": None}
+
+
+# ----------------------------------------------------------------------------------------------
+# the status a claim's named tests decide
+# ----------------------------------------------------------------------------------------------
+
+def _failed_precondition(results: Sequence[Dict]) -> Optional[Dict]:
+    return next((r for r in results if r["role"] == "precondition" and not r["passes_available"]), None)
+
+
+def decide(results: Sequence[Dict]) -> Tuple[str, str]:
+    """``(status, why)`` from a claim's evaluated tests: "undecided" when a precondition fails;
+    "reproduced" when every named test holds; "not reproduced" when a named test points against the
+    paper (its mean on the other side); "undecided" otherwise (too few seeds, or p above the level).
+    Only the named tests decide; supporting tests never do."""
+    named = [r for r in results if r["role"] == "named"]
+    if not named:
+        raise ValueError("results needs at least one named test")
+    pre = _failed_precondition(results)
+    if pre is not None:
+        return "undecided", f"the precondition '{pre['label']}' does not hold"
+    if all(r["holds"] for r in named):
+        return "reproduced", "every named test holds"
+    against = [r["label"] for r in named if r["against"]]
+    if against:
+        return "not reproduced", "the deciding test points the other way: " + "; ".join(against)
+    few = [r for r in named if r["kind"] == "seeds" and r["n"] < MIN_SEEDS]
+    if few:
+        n = min(r["n"] for r in few)
+        return "undecided", (f"{n} seed{'s' * (n != 1)} cannot give p below {p_text(stats.smallest_p_paired(n))}; "
+                             f"{MIN_SEEDS} are needed to reach {p_text(LEVEL)}")
+    return "undecided", f"p is above {p_text(LEVEL)}"
+
+
+def claim_kind(results: Sequence[Dict]) -> str:
+    """``"untested"`` when a precondition fails, ``"certain at this scale"`` when every named test is
+    certain, else ``"real test"``."""
+    if _failed_precondition(results) is not None:
+        return "untested"
+    named = [r for r in results if r["role"] == "named"]
+    return "certain at this scale" if named and all(r["certain"] for r in named) else "real test"
 
 
 def p_text(p: float) -> str:
     """A p-value of an exact test over seeds as a fraction when it is one (``1/8``), else 3 digits."""
-    f = Fraction(p).limit_denominator(1024)
-    if abs(float(f) - p) < 1e-9:
+    f = Fraction(p).limit_denominator(1 << 20)
+    if abs(float(f) - p) < 1e-12:
         return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
     return f"{p:.3g}"
+
+
+def public_command(command: str) -> str:
+    """A recorded command without the options that name this machine's folders or time limits
+    (``--out``, ``--state``, ``--resume-from``, ``--budget-s``, ``--job-budget-s``)."""
+    private = {"--out", "--state", "--resume-from", "--budget-s", "--job-budget-s"}
+    words, out, skip = shlex.split(command), [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w in private:
+            skip = True
+            continue
+        if w.split("=", 1)[0] in private or w.startswith(("/tmp", "/root")):
+            continue
+        out.append(w)
+    return " ".join(shlex.quote(w) for w in out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,6 +273,10 @@ def _all(d_a: Dict[int, float], d_b: Dict[int, float], below=True) -> bool:
     return all((d_a[s] < d_b[s]) == below for s in d_a)
 
 
+def _values(d: Dict[int, float], fmt: str = "{:.2f}") -> str:
+    return " / ".join(fmt.format(d[s]) for s in sorted(d))
+
+
 def reason_ff_rope(rec: Dict) -> str:
     """A-ff-rope: RoPE's flat training loss and its errors against FoX's."""
     steps = max(r["steps_done"] for r in rec["runs"])
@@ -132,12 +284,13 @@ def reason_ff_rope(rec: Dict) -> str:
     late = [v for r in rec["runs"] if _name(r) == "rope" for s, v in _curve(r["history"]) if s >= start]
     fox_end = statistics.mean(r["final_train_loss"] for r in rec["runs"] if _name(r) == "fox")
     e = {k: _mean(per_seed(rec, _ff("rope", k))) for k in ("id", "ood_sparse", "ood_dense")}
-    return (f"RoPE never learned the task: from step {start:,} to {steps:,} its training loss stays between "
-            f"{min(late):.2f} and {max(late):.2f} in every seed (guessing each read bit costs ln 2 = "
-            f"{math.log(2):.2f}; FoX ends at {fox_end:.2f}). It errs on {e['id']:.0%} of reads in distribution, "
-            f"where FoX errs on {_mean(per_seed(rec, _ff('fox', 'id'))):.1%}, and on {e['ood_dense']:.0%} of the "
-            f"dense test, so its {e['ood_sparse']:.0%} sparse error is that of a model that did not learn, not "
-            "the paper's pattern of learning in distribution and failing out of it")
+    return (f"RoPE did not learn the task in distribution: from step {start:,} to {steps:,} its training loss "
+            f"stays between {min(late):.2f} and {max(late):.2f} in every seed (guessing each read bit costs "
+            f"$\\ln 2 = {math.log(2):.2f}$; FoX ends at {fox_end:.2f}). It errs on {e['id']:.0%} of reads in "
+            f"distribution, where FoX errs on {_mean(per_seed(rec, _ff('fox', 'id'))):.1%}, and on "
+            f"{e['ood_dense']:.0%} of the dense test, so its {e['ood_sparse']:.0%} sparse error is that of a model "
+            "that did not learn, neither the paper's pattern (learning in distribution, failing out of it) nor "
+            "its opposite")
 
 
 def _gap_windows(rec: Dict, a: str, b: str, width: int) -> List[tuple]:
@@ -182,16 +335,15 @@ def reason_ext_gates(rec: Dict) -> str:
     path_far = _mean(per_seed(rec, _lm("PaTH", "far_mass_1x")))
     passkey = max(r["metrics"]["passkey_1x"] for r in rec["records"])
     fox, pf = per_seed(rec, _lm("FoX", "ppl_1x")), per_seed(rec, _lm("PaTH-FoX", "ppl_1x"))
-    paired = stats.sign_flip_p([pf[s] - fox[s] for s in sorted(fox)], "less")
     unpaired = stats.permutation_p(list(pf.values()), list(fox.values()), "less")
     dist = rec["runs"][0]["far_mass"]["distance"]
     return (f"both stay within {dev:.1%} of 1 out to {top}x in every seed, but that is certain here: at the training "
             f"length FoX and PaTH-FoX put at most {far:.2%} of their attention beyond {dist} bytes (PaTH "
             f"{path_far:.0%}) and no model retrieves the passkey (best {passkey:.0%}), so the flat curves show local "
             f"models, not long-context use. PaTH-FoX is below FoX in {sum(pf[s] < fox[s] for s in fox)} of {len(fox)} "
-            f"seeds (paired p = {p_text(paired)}), but the seed ranges overlap ({min(pf.values()):.3f}-"
-            f"{max(pf.values()):.3f} against {min(fox.values()):.3f}-{max(fox.values()):.3f}; unpaired "
-            f"p = {p_text(unpaired)})")
+            f"seeds, but the seed ranges overlap ({min(pf.values()):.3f}-{max(pf.values()):.3f} against "
+            f"{min(fox.values()):.3f}-{max(fox.values()):.3f}; the unpaired permutation test gives "
+            f"p = {p_text(unpaired)}): the pairing by seed carries the comparison")
 
 
 def reason_conv_toy(rec: Dict) -> str:
@@ -209,17 +361,8 @@ def reason_conv_toy(rec: Dict) -> str:
             f"(ratio {r_conv:.2f}, RoPE continued {r_cont:.1f}) in every seed; but RoPE simply trained on for the "
             f"same steps ends lower in {sum(cont[s] < conv[s] for s in conv)} of {len(conv)} seeds (converted "
             f"{behind}), PaTH from scratch lower still ({_mean(scratch):.3f} against {_mean(conv):.3f}), and the "
-            f"converted model's mean beta moves only from {cfg['beta_init']} to {beta:.2f}: at this scale the recipe "
-            "gives a PaTH model close to its teacher, not one better than continuing the teacher")
-
-
-def _shapes(rec: Dict, methods: Sequence[str]) -> Dict[tuple, Dict[str, float]]:
-    """{(D, T, mode): {method: median ms}} of a speed record, for the shapes where all methods ran."""
-    shapes: Dict[tuple, Dict[str, float]] = {}
-    for r in rec["rows"]:
-        if "ms" in r:
-            shapes.setdefault((r["D"], r["T"], r["mode"]), {})[r["method"]] = r["ms"]
-    return {k: v for k, v in shapes.items() if set(methods) <= set(v)}
+            f"converted model's mean $\\beta$ moves only from {cfg['beta_init']} to {beta:.2f}: at this scale the "
+            "recipe gives a PaTH model close to its teacher, not one better than continuing the teacher")
 
 
 def _where(shapes: Sequence[tuple]) -> str:
@@ -229,13 +372,15 @@ def _where(shapes: Sequence[tuple]) -> str:
 
 def reason_speed_sdpa(rec: Dict) -> str:
     """A-speed-sdpa: where our PaTH kernel is slower than SDPA, shape by shape."""
-    both = _shapes(rec, ("ours_path", "sdpa", "sdpa_flash"))
+    both = _shapes(rec, ("ours_path", "sdpa", "sdpa_flash", "fla_path"))
     flash = [k for k, v in both.items() if v["ours_path"] >= v["sdpa_flash"]]
     default = [k for k, v in both.items() if v["ours_path"] >= v["sdpa"]]
+    fla = [k for k, v in both.items() if v["fla_path"] >= v["sdpa_flash"]]
     faster = [k for k in both if k not in flash]
-    return (f"shape by shape (median ms, {rec['provenance']['device']}): our PaTH kernel is slower than SDPA's "
-            f"default dispatch at {len(default)} of {len(both)} shapes and than its FlashAttention backend at "
-            f"{len(flash)}" + (f" (faster at {_where(faster)})" if faster else ""))
+    return (f"shape by shape (median ms, {rec['provenance']['device']}): fla's PaTH kernel, the paper's authors', "
+            f"is slower than SDPA's FlashAttention backend at {len(fla)} of {len(both)} shapes; ours is slower than "
+            f"SDPA's default dispatch at {len(default)} and than its FlashAttention backend at {len(flash)}"
+            + (f" (faster at {_where(faster)})" if faster else ""))
 
 
 def reason_speed_fox(rec: Dict) -> str:
@@ -243,27 +388,23 @@ def reason_speed_fox(rec: Dict) -> str:
     both = _shapes(rec, ("fla_fox", "ours_path", "fla_path"))
     ours = sorted(k for k, v in both.items() if v["ours_path"] < v["fla_fox"])
     fla = [k for k, v in both.items() if v["fla_path"] < v["fla_fox"]]
-    where = _where(ours)
     short = min((t for _, t, _ in ours), default=None)
-    return (f"shape by shape (median ms, {rec['provenance']['device']}): our PaTH kernel is faster than fla's FoX "
-            f"at {len(ours)} of {len(both)} shapes" + (f", all at T >= {short:,} ({where})" if ours else "")
-            + f", and slower at the rest; fla's PaTH kernel, the paper's authors', is faster at {len(fla)}. "
-            "The paper's order holds at long contexts with our kernel only; the paper timed the kernels of its "
-            "time on an H100")
+    return (f"shape by shape (median ms, {rec['provenance']['device']}): fla's PaTH kernel, the paper's authors', "
+            f"is faster than fla's FoX at {len(fla)} of {len(both)} shapes; our PaTH kernel is faster at "
+            f"{len(ours)}" + (f", all at $T \\ge$ {short:,} ({_where(ours)})" if ours else "")
+            + ". The paper timed the kernels of its time on an H100; with today's kernels its order does not hold, "
+            "and ours reaches it only at long contexts")
 
 
 def reason_exp_learned(rec: Dict) -> str:
-    """B-exp-learned: near 1 only to 4x, far below RoPE beyond."""
+    """B-exp-learned: near 1 only to 4x, far from it at 16x in every seed."""
     r = {k: per_seed(rec, _lm("TokRot-learned", f"ratio_{k}x")) for k in (4, 8, 16, 64)}
-    rope = per_seed(rec, _lm("RoPE", "ratio_16x"))
+    rope, nope = per_seed(rec, _lm("RoPE", "ratio_16x")), per_seed(rec, _lm("NoPE", "ratio_16x"))
     return (f"paper B gives no number; ours stays within {max(abs(v - 1) for v in r[4].values()):.0%} of 1 at 4x "
-            f"({_mean(r[4]):.2f}) but rises to {_mean(r[8]):.2f} at 8x, {_mean(r[16]):.2f} at 16x and "
-            f"{_mean(r[64]):.2f} at 64x, below RoPE's {_mean(rope):.1f} at 16x in "
-            f"{sum(r[16][s] < rope[s] for s in rope)} of {len(rope)} seeds: near flat only to 4x")
-
-
-def _in_every_seed(held: bool, d: Dict[int, float]) -> str:
-    return "in every seed" if held else f"not in every seed of {len(d)}"
+            f"({_mean(r[4]):.2f}) but is {_values(r[16])} at 16x over the seeds ({_mean(r[8]):.2f} at 8x, "
+            f"{_mean(r[64]):.2f} at 64x): near flat only to 4x. It is below RoPE's {_mean(rope):.1f} at 16x in "
+            f"{sum(r[16][s] < rope[s] for s in rope)} of {len(rope)} seeds, but so is NoPE ({_mean(nope):.2f}), "
+            "a model without any position encoding, so that comparison shows nothing about rotations")
 
 
 def reason_ff_path(rec: Dict) -> str:
@@ -273,7 +414,7 @@ def reason_ff_path(rec: Dict) -> str:
     return (f"{t['seeds']} seeds, {t['steps']:,} steps each: {t['id_error']:.2%} error in distribution and "
             f"{t['ood_dense_error']:.2%} on the dense test, {t['ood_sparse_error'] * t['ood_sparse_reads']:.0f} sparse "
             f"errors in {t['ood_sparse_reads']:,} reads on average ({t['ood_sparse_error']:.4%}); PaTH-FoX, not in "
-            f"the paper's table, keeps {pf['mean']:.1%} +- {pf['std']:.1%} sparse error: its gate lets the last "
+            f"the paper's table, keeps {pf['mean']:.1%} $\\pm$ {pf['std']:.1%} sparse error: its gate lets the last "
             "write fade over long gaps")
 
 
@@ -286,15 +427,18 @@ def reason_ff_fails(model: str, rec: Dict) -> str:
 
 def reason_ext_rope(rec: Dict) -> str:
     r2, r4 = per_seed(rec, _lm("RoPE", "ratio_2x")), per_seed(rec, _lm("RoPE", "ratio_4x"))
+    nope = per_seed(rec, _lm("NoPE", "ratio_2x"))
     return (f"the ratio is at least {min(r2.values()):.2f} at 2x and {min(r4.values()):.1f} at 4x over the seeds "
-            f"(means {_mean(r2):.2f} and {_mean(r4):.1f})")
+            f"(means {_mean(r2):.2f} and {_mean(r4):.1f}); NoPE rises too ({_mean(nope):.2f} at 2x)")
 
 
 def reason_ext_path(rec: Dict) -> str:
     r = {k: per_seed(rec, _lm("PaTH", f"ratio_{k}x")) for k in (4, 8, 64)}
-    rope = per_seed(rec, _lm("RoPE", "ratio_64x"))
-    return (f"flat to 4x ({_mean(r[4]):.2f}), then degrading ({_mean(r[8]):.2f} at 8x, {_mean(r[64]):.1f} at 64x), "
-            f"below RoPE ({_mean(rope):.1f} at 64x) {_in_every_seed(_all(r[64], rope), rope)}: stable to about 4x "
+    rope, nope = per_seed(rec, _lm("RoPE", "ratio_64x")), per_seed(rec, _lm("NoPE", "ratio_64x"))
+    above = sum(r[64][s] > nope[s] for s in nope)
+    return (f"flat to 4x ({_mean(r[4]):.2f}), then degrading: {_values(r[8])} at 8x over the seeds, "
+            f"{_mean(r[64]):.1f} at 64x. At 64x PaTH is below RoPE ({_mean(rope):.1f}) in every seed, but so is "
+            f"NoPE ({_mean(nope):.1f}), and PaTH is above NoPE in {above} of {len(nope)} seeds: stable to about 4x "
             "here where the paper reports about 8x")
 
 
@@ -307,7 +451,7 @@ def reason_farmass_trained(rec: Dict) -> str:
     rising = [m for m in bounded if fm[m][1] > fm[m][0]]
     violations = sum(r["far_mass"]["bound_violations"] for r in rec["runs"])
     return (f"the far mass rises from 1x to {top}x for {len(rising)} of the {len(bounded)} bounded-logit models ("
-            + ", ".join(f"{m} {fm[m][0]:.2f} -> {fm[m][1]:.2f}" for m in bounded)
+            + ", ".join(f"{m} {fm[m][0]:.2f} $\\to$ {fm[m][1]:.2f}" for m in bounded)
             + f"); ALiBi's goes from {fm['ALiBi'][0]:.2f} to {fm['ALiBi'][1]:.2f} and the gated models' stays at most "
             f"{max(fm['FoX'][1], fm['PaTH-FoX'][1]):.2%}; {violations} measured rows are below their bound")
 
@@ -316,8 +460,16 @@ def reason_ratio_below(a: str, b: str, mult: int, rec: Dict) -> str:
     """B-exp-8k, B-exp-qkv: a's ratio against b's at ``mult`` x the training length."""
     ra, rb = per_seed(rec, _lm(a, f"ratio_{mult}x")), per_seed(rec, _lm(b, f"ratio_{mult}x"))
     n = sum(ra[s] < rb[s] for s in ra)
-    return (f"at {mult}x {a} degrades {'less' if _mean(ra) < _mean(rb) else 'more'} than {b} ({_mean(ra):.2f} "
-            f"against {_mean(rb):.2f}), below it in {n} of {len(ra)} seeds")
+    return (f"at {mult}x {a} degrades {'less' if _mean(ra) < _mean(rb) else 'more'} than {b} ({_values(ra)} "
+            f"against {_values(rb)} over the seeds), below it in {n} of {len(ra)} seeds")
+
+
+def reason_exp_8k(rec: Dict) -> str:
+    """B-exp-8k: TokRot-QK against RoPE and against NoPE at 16x."""
+    nope = per_seed(rec, _lm("NoPE", "ratio_16x"))
+    return (reason_ratio_below("TokRot-QK", "RoPE", 16, rec) + f"; NoPE, without any position encoding, is below "
+            f"RoPE too ({_mean(nope):.2f}), so that order alone shows nothing about rotations, while "
+            f"TokRot-QK's ratio is also below NoPE's and below the paper's 1.60 in every seed")
 
 
 def reason_exp_alibi(rec: Dict) -> str:
@@ -330,97 +482,119 @@ def reason_exp_alibi(rec: Dict) -> str:
 def reason_retrieval(rec: Dict) -> str:
     best = max(r["metrics"]["passkey_1x"] for r in rec["records"])
     return (f"after {rec['config']['steps']} steps the best passkey exact match at the training length is {best:.0%} "
-            f"over all {len(rec['models'])} models, so the probe cannot separate perplexity from retrieval at this "
-            "scale")
+            f"over all {len(rec['models'])} models and {len(rec['seeds'])} seeds, so the probe cannot separate "
+            "perplexity from retrieval at this scale")
 
 
 def reason_a5(rec: Dict) -> str:
-    """A-a5, after the unequal-training note: the best accuracy any model reached."""
+    """A-a5: the unequal training and the best accuracy any model reached."""
     best = max((v["accuracy"], m, int(n)) for m, t in rec["table"].items() for n, v in t.items())
-    return (f"no model reached 90% in its time slot (best: {_DISPLAY.get(best[1], best[1])} with {best[2]} layers, "
-            f"{best[0]:.0%})")
+    steps = [r["steps_done"] for r in rec["runs"]]
+    return (f"the record is one seed per model and depth, each run fitted into a fixed time, so the models saw "
+            f"different numbers of steps ({min(steps):,} to {max(steps):,}); no model reached 90% (best: "
+            f"{_DISPLAY.get(best[1], best[1])} with {best[2]} layers, {best[0]:.0%})")
 
 
 def reason_mqrar(rec: Dict) -> str:
-    """A-mqrar, after the unequal-training note: the best accuracy against chance."""
+    """A-mqrar: the unequal training and the best accuracy against chance."""
     best = max(v["accuracy"] for t in rec["table"].values() for v in t.values())
     keys = {r["task_kwargs"]["n_keys"] for r in rec["runs"]}
-    return (f"no model learned the task (best accuracy {best:.1%}, chance 1 in {min(keys)} = "
-            f"{1 / min(keys):.1%})")
+    steps = {_DISPLAY.get(_name(r), _name(r)): r["steps_done"] for r in rec["runs"]}
+    return (f"the record is one seed per model, each run fitted into a fixed time (PaTH about "
+            f"{steps['PaTH']:,} steps, RoPE about {steps['RoPE']:,}); no model learned the task (best accuracy "
+            f"{best:.1%}, chance 1 in {min(keys)} = {1 / min(keys):.1%})")
 
 
 # ----------------------------------------------------------------------------------------------
-# what would decide an open claim: the run, its size and its cost at the recorded step rates
+# what would decide an open claim: the run, its size and its cost at the measured step rates
 # ----------------------------------------------------------------------------------------------
 
-def _rate(runs: Sequence[Dict], seconds_per_step) -> Dict[str, float]:
-    """Median over seeds of each model's seconds per training step (``seconds_per_step(run)``)."""
-    per: Dict[str, List[float]] = {}
-    for r in runs:
-        per.setdefault(_name(r), []).append(seconds_per_step(r))
-    return {m: statistics.median(v) for m, v in per.items()}
+def measured_rates(lm_timing: Dict, task_timing: Dict) -> Dict:
+    """The step rates measured with one process alone on the GPU (``results/calibration/`` records):
+    ``{"lm": {(d_model, n_layers, batch): {model: s}}, "tasks": {"task/model[/L<layers>]": s},
+    "device": str}``."""
+    lm: Dict[tuple, Dict[str, float]] = {}
+    tasks: Dict[str, float] = {}
+    for rec, into in ((lm_timing, "lm"), (task_timing, "tasks")):
+        for row in rec["rows"]:
+            if row["procs"] != 1:
+                continue
+            if into == "lm":
+                case = tuple(int(x) for x in re.findall(r"\d+", row["case"]))
+                lm.setdefault(case, {}).update(row["per_step_s"])
+            else:
+                tasks.update(row["per_step_s"])
+    devices = {lm_timing["provenance"]["device"], task_timing["provenance"]["device"]}
+    return {"lm": lm, "tasks": tasks, "device": " and ".join(sorted(devices))}
 
 
-def _sharing(rec: Dict) -> str:
-    """How the record's runs shared the GPU whose step rates they measured."""
-    n = (rec.get("settings") or {}).get("workers")
-    m = re.search(r"--workers (\d+)", rec["provenance"].get("command", ""))
-    n = n or (int(m.group(1)) if m else None)
-    dev = rec["provenance"]["device"]
-    return f"measured with {n} runs sharing one {dev}" if n else f"measured on one {dev}"
+def _gpu_time(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} GPU-hours"
+    return f"{seconds / 60:.0f} GPU-minutes" if seconds >= 120 else f"{seconds:.0f} GPU-seconds"
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} GPU-hours" if seconds >= 3600 else f"{seconds / 60:.0f} GPU-minutes"
+def _lm_rate(rec: Dict, rates: Dict, model: str) -> float:
+    cfg = rec["config"]
+    case = (cfg["d_model"], cfg["n_layers"], cfg["batch"])
+    if case not in rates["lm"]:
+        raise ValueError(f"no step rate was measured at d_model x n_layers x batch = {case}")
+    return rates["lm"][case][model]
 
 
-def _lm_cost(rec: Dict, models: Sequence[str], steps: int) -> str:
-    rate = _rate(rec["runs"], lambda r: r["train"]["seconds"] / r["train"]["steps"])
-    total = sum(rate[m] for m in models) * steps * len(rec["seeds"])
-    return f"{_hours(total)} of run time at the recorded rates, {_sharing(rec)}"
+def _alone(rates: Dict) -> str:
+    return f"at the step rates measured with one run alone on an {rates['device']}"
 
 
-def decide_t2_order(rec: Dict) -> str:
+def _lm_cost(rec: Dict, rates: Dict, models: Sequence[str], steps: int) -> str:
+    total = sum(_lm_rate(rec, rates, m) for m in models) * steps * MIN_SEEDS
+    return f"{_gpu_time(total)} of training {_alone(rates)}"
+
+
+def decide_t2_order(rec: Dict, rates: Dict) -> str:
     models = ("RoPE", "FoX", "PaTH", "PaTH-FoX")
-    return (f"train the four models on for longer ({len(rec['seeds'])} seeds, the same batches, beyond "
-            f"{rec['config']['steps']} steps) and follow PaTH's gap to RoPE until it stops shrinking; each further "
-            f"1,000 steps of the four cost about {_lm_cost(rec, models, 1000)}")
+    return (f"the four models trained on beyond {rec['config']['steps']} steps ({MIN_SEEDS} seeds, the same batches), "
+            f"following PaTH's gap to RoPE until it stops shrinking; each further 1,000 steps of the four cost about "
+            f"{_lm_cost(rec, rates, models, 1000)}")
 
 
-def decide_retrieval(rec: Dict) -> str:
-    return (f"train until some model retrieves the passkey at the training length; the records do not say how long "
-            f"that is; each 1,000 further steps of all {len(rec['models'])} models x {len(rec['seeds'])} seeds cost "
-            f"about {_lm_cost(rec, list(rec['models']), 1000)}")
+def decide_retrieval(rec: Dict, rates: Dict) -> str:
+    return (f"models trained until one retrieves the passkey at the training length, which the records cannot "
+            f"predict; each 1,000 further steps of all {len(rec['models'])} models x {MIN_SEEDS} seeds cost about "
+            f"{_lm_cost(rec, rates, list(rec['models']), 1000)}")
 
 
-def decide_ff_rope(rec: Dict) -> str:
-    rate = _rate(rec["runs"], lambda r: r["train_seconds"] / r["steps_done"])
-    seeds = len({r["seed"] for r in rec["runs"]})
-    total = rate["rope"] * 10_000 * seeds
-    return (f"train RoPE on flip-flop for longer ({seeds} seeds; FoX and SBA beside it as controls) and see whether "
-            f"it leaves its plateau and learns the task in distribution; each 10,000 steps of RoPE cost about "
-            f"{_hours(total)} of run time at the recorded rate, {_sharing(rec)}")
+def decide_ff_rope(rec: Dict, rates: Dict) -> str:
+    total = rates["tasks"]["flip_flop/rope"] * 10_000 * MIN_SEEDS
+    return (f"RoPE trained on flip-flop for longer ({MIN_SEEDS} seeds; FoX and SBA beside it as controls) until it "
+            f"learns the task in distribution; each 10,000 steps of RoPE cost about {_gpu_time(total)} "
+            f"{_alone(rates)}")
 
 
-def _rerun_cost(rec: Dict, steps: int, seeds: int = 3) -> str:
-    """The run time of every run of ``rec`` at ``steps`` steps, ``seeds`` times over, each at its
-    own recorded step rate (``train_seconds / steps_done``)."""
-    total = seeds * sum(r["train_seconds"] / r["steps_done"] * steps for r in rec["runs"])
-    return f"about {_hours(total)} of run time at the recorded rates"
-
-
-def decide_a5(rec: Dict) -> str:
+def decide_a5(rec: Dict, rates: Dict) -> str:
     steps = max(r["steps_done"] for r in rec["runs"])
-    models = sorted(_DISPLAY.get(m, m) for m in {_name(r) for r in rec["runs"]})
+    models = sorted({_name(r) for r in rec["runs"]})
     depths = sorted({r["model"]["n_layers"] for r in rec["runs"]})
-    return (f"an equal-steps layer scan: {', '.join(models)} at {depths[0]}-{depths[-1]} layers, 3 seeds, every run "
-            f"{steps:,} steps (the most any run reached in its time slot here), reading the fewest layers that reach "
-            f"90%: {_rerun_cost(rec, steps)}, {_sharing(rec)}")
+    per_step = sum(rates["tasks"][f"a5/{m}/L{depths[-1]}"] for m in models) * len(depths)
+    return (f"an equal-steps layer scan: {', '.join(_DISPLAY.get(m, m) for m in models)} at {depths[0]}-{depths[-1]} "
+            f"layers, {MIN_SEEDS} seeds, every run {steps:,} steps (the most any run reached here), reading the "
+            f"fewest layers that reach 90%: at most {_gpu_time(per_step * steps * MIN_SEEDS)} {_alone(rates)} "
+            f"(every depth costed at the {depths[-1]}-layer rate)")
 
 
-def decide_mqrar(rec: Dict) -> str:
+def _workers(rec: Dict) -> int:
+    m = re.search(r"--workers (\d+)", rec["provenance"].get("command", ""))
+    if not m:
+        raise ValueError("the record's command does not say how many runs shared the GPU (--workers)")
+    return int(m.group(1))
+
+
+def decide_mqrar(rec: Dict, rates: Dict) -> str:
     steps = max(r["steps_planned"] for r in rec["runs"])
     ns = sorted({r["task_kwargs"]["n_back"] for r in rec["runs"]})
-    return (f"PaTH and RoPE at N = {ns[0]}-{ns[-1]}, 3 seeds, every run {steps:,} steps (the longest schedule "
-            f"planned here), at the paper's sizes: {_rerun_cost(rec, steps)} ({_sharing(rec)}); PaTH's rate "
-            "dominates the cost")
+    w = _workers(rec)
+    total = MIN_SEEDS * sum(r["train_seconds"] / r["steps_done"] * steps for r in rec["runs"]) / w
+    return (f"PaTH and RoPE at N = {ns[0]}-{ns[-1]}, {MIN_SEEDS} seeds, every run {steps:,} steps (the longest "
+            f"schedule planned here), at the paper's sizes: about {_gpu_time(total)}, estimated from the record's "
+            f"own step rates with {w} runs sharing one {rec['provenance']['device']} (each run's time divided by "
+            f"{w}; no single-run rate at this size is recorded); PaTH's rate dominates the cost")
