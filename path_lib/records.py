@@ -82,12 +82,12 @@ RECORDS = {
     "lm_decide_large_stdlib": "results/lm/lm_decide_large_stdlib.json",  # 26M parameters, four models
     "flip_flop_deep": "results/synthetic/flip_flop_L2d128.json",  # 2 layers of width 128: a RoPE that learns
     "phonebook": "results/synthetic/phonebook.json",           # retrieval with its positive control
-    "sharing": "results/calibration/sharing.json",             # steps/s of small runs sharing one GPU (MPS or not)
+    "sharing_timeslice": "results/calibration/sharing_timeslice.json",  # steps/s, 12 small runs taking turns
+    "sharing_mps": "results/calibration/sharing_mps.json",     # the same under CUDA MPS (12 and 24 runs)
 }
 
 #: Names registered before their first GPU run: the file may be absent (``optional_record`` then says so).
-PENDING_RECORDS: set = {"lm_decide_stdlib", "lm_decide_brown", "lm_decide_large_stdlib", "flip_flop_deep",
-                         "phonebook", "sharing"}
+PENDING_RECORDS: set = {"lm_decide_stdlib", "lm_decide_brown", "lm_decide_large_stdlib", "flip_flop_deep"}
 
 #: Where records come from when path_lib runs without a checkout (pip-installed, e.g. on Colab): the
 #: repository's raw files on ``BRANCH``. ``PATH_BOOK_RECORDS_BASE`` overrides it (a fork, a mirror,
