@@ -70,8 +70,13 @@ def small_text(fig, min_px: float = MIN_TEXT_PX) -> List[Tuple[str, float]]:
 
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):       # a bare Figure(): draw it with Agg
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
     width_px = (fig.get_tightbbox(renderer).width + 0.2) * fig.dpi   # 0.1 in padding each side
     out = []
     for text in fig.findobj(Text):
