@@ -16,7 +16,7 @@ notebook's tight bounding box adds).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple, cast
 
 __all__ = ["DPI", "COLUMN_PX", "MIN_TEXT_PX", "RC", "apply", "text_px_on_page", "small_text"]
 
@@ -47,7 +47,7 @@ def apply() -> None:
         import matplotlib
     except ImportError:
         return
-    matplotlib.rcParams.update(RC)
+    cast(Any, matplotlib.rcParams).update(RC)
 
 
 def text_px_on_page(points: float, width_px: float, dpi: float = DPI,
@@ -84,7 +84,7 @@ def small_text(fig, min_px: float = MIN_TEXT_PX) -> List[Tuple[str, float]]:
             continue
         if not text.get_window_extent(renderer).width > 0:
             continue
-        px = text_px_on_page(text.get_fontsize(), width_px, fig.dpi)
+        px = text_px_on_page(float(text.get_fontsize()), width_px, fig.dpi)
         if px < min_px:
             out.append((text.get_text(), round(px, 1)))
     return out

@@ -92,6 +92,7 @@ def attention_grid(maps: Mapping[str, torch.Tensor], *, ncols: int = 3, size: fl
                                ylabel="query i" if col == 0 else None, **kwargs)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
+    assert im is not None                  # maps is not empty
     fig.colorbar(im, ax=axes, shrink=0.8, label=label)
     if suptitle:
         fig.suptitle(suptitle)
