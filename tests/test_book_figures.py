@@ -142,7 +142,8 @@ def test_png_info_reads_matplotlib_output():
 
 
 WIDGET_FRAMES = re.compile(r'class="path-widget-data">(.*?)</script>', re.S)
-IMAGES = re.compile(r'<img[^>]+src="([^"]+\.png)"')
+#: Images of cell outputs (Sphinx copies them to _images/; the theme's own icons live in _static/).
+IMAGES = re.compile(r'<img[^>]+src="([^"]*_images/[^"]+\.png)"')
 
 
 def built_figures():
@@ -159,8 +160,6 @@ def built_figures():
         page = HTML / f"{doc}.html"
         text = page.read_text()
         for src in IMAGES.findall(text):
-            if src.startswith("data:"):
-                continue
             out.append((doc, src, (page.parent / src).resolve().read_bytes()))
         for k, blob in enumerate(WIDGET_FRAMES.findall(text)):
             frames = json.loads(blob.replace("<\\/", "</"))["frames"]
