@@ -9,7 +9,9 @@ respond to their sliders, and that no JavaScript error or failed local request h
 page must show its Markdown tables as real tables. At the width a reader's laptop gives (a 1280 px
 window, where the content column is about 684 px, some 80 characters of code), nothing may be clipped
 or need a sideways scroll: no code block, cell output or table is wider than its box, nor is any of
-their containers (`overflow_problems`, which names the page's section and the element).
+their containers (`overflow_problems`, which names the page's section and the element), and every
+display equation fits its column (`equation_problems`). At a phone's width (390 px) a display
+equation may be wider than the column, but only inside a box that scrolls sideways, never cut off.
 
 The text checks are plain functions (`raw_markdown_problems`) with unit tests that need no browser,
 fed text of the old, broken rendering.
@@ -204,6 +206,103 @@ def test_overflow_check_finds_wide_elements(page):
     assert "term_0" in text and "'Wide'" in text, text
 
 
+# --- Display equations: fit the column at 1280 px, scroll (never cut) on a phone ----------------
+#: The reader's phone: 390 px wide. Display equations may be wider than the column there, but only
+#: inside a box that scrolls sideways (book/_static/path_book.css), never cut off.
+PHONE_VIEWPORT = {"width": 390, "height": 844}
+
+#: Every display equation of the article (``mjx-container[display]``) measured against its boxes:
+#: the typeset formula's rectangle (its ``svg``) is followed outwards through every container up to
+#: the article. A container whose ``overflow-x`` is not ``visible`` and that the formula runs past
+#: either scrolls (``auto``/``scroll``: the formula can be reached) or cuts it (``hidden``/``clip``);
+#: from then on the container's own rectangle is what must fit further out. A formula that runs
+#: past the article with no such container runs off the page. Per equation: its TeX (start), label
+#: (the equation's id), rendered width, and the list of {how, where, box width} found.
+EQUATIONS_JS = """() => {
+    const article = document.querySelector("main article") || document.querySelector("article")
+                    || document.body;
+    const describe = (el) => {
+        const cls = (typeof el.className === "string" && el.className.trim())
+                    ? "." + el.className.trim().split(/\\s+/).join(".") : "";
+        return el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + cls;
+    };
+    const out = [];
+    for (const mjx of article.querySelectorAll('mjx-container[display="true"]')) {
+        if (mjx.checkVisibility && !mjx.checkVisibility()) continue;
+        const svg = mjx.querySelector("svg") || mjx;
+        let left = svg.getBoundingClientRect().left, right = svg.getBoundingClientRect().right;
+        const width = right - left, found = [];
+        for (let box = mjx; box; box = box.parentElement) {
+            const r = box.getBoundingClientRect();
+            const boxLeft = r.left + box.clientLeft, boxRight = boxLeft + box.clientWidth;
+            const past = right > boxRight + 1 || left < boxLeft - 1;
+            const ox = getComputedStyle(box).overflowX;
+            if (past && box === article) {
+                found.push({how: "runs past the article", where: describe(box), box: box.clientWidth});
+            } else if (past && ox !== "visible") {
+                const scrolls = ox === "auto" || ox === "scroll";
+                found.push({how: scrolls ? "scrolls" : "cut", where: describe(box), box: box.clientWidth});
+                left = r.left;        // what shows from here on: the box itself
+                right = r.right;
+            }
+            if (box === article) break;
+        }
+        const holder = mjx.closest("div.math");
+        const typeset = (typeof MathJax !== "undefined" && MathJax.startup && MathJax.startup.document)
+                        ? Array.from(MathJax.startup.document.math) : [];
+        const tex = typeset.find(m => m.typesetRoot === mjx);
+        out.push({label: holder && holder.id ? holder.id : "", width: Math.round(width),
+                  tex: tex ? tex.math.trim().slice(0, 70) : "", found: found});
+    }
+    return out;
+}"""
+
+
+def equation_problems(page, *, phone: bool = False) -> list[str]:
+    """One line per display equation of the open page that does not fit (see EQUATIONS_JS): at the
+    laptop width any equation wider than a box it sits in; at a phone width (``phone``) only one
+    that is cut or runs off the page (scrolling inside its box is fine there)."""
+    problems = []
+    for eq in page.evaluate(EQUATIONS_JS):
+        bad = [f for f in eq["found"] if not (phone and f["how"] == "scrolls")]
+        if bad:
+            where = "; ".join(f"{f['how']} in {f['where']} ({f['box']} px)" for f in bad)
+            problems.append(f"display equation {eq['label'] or eq['tex']!r}, {eq['width']} px wide: "
+                            f"{where}")
+    return problems
+
+
+def wait_for_math(page, timeout: int = 30_000) -> None:
+    """Wait until MathJax has typeset the open page."""
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                           timeout=timeout)
+    page.evaluate("() => MathJax.startup.promise")
+
+
+#: Three display equations as MathJax leaves them (an ``svg`` in an ``mjx-container``): one that
+#: fits, one wider than the column in a box that scrolls, one wider than the column and cut off.
+EQUATIONS_PAGE = """<!doctype html><html><body><main><article style="width: 300px">
+<div class="math" id="equation-fits"><mjx-container display="true" style="display: block">
+<svg width="200" height="20"></svg></mjx-container></div>
+<div class="math" id="equation-scrolls"><mjx-container display="true"
+ style="display: block; overflow-x: auto"><svg width="500" height="20"></svg></mjx-container></div>
+<div class="math" id="equation-cut" style="overflow: hidden"><mjx-container display="true"
+ style="display: block"><svg width="500" height="20"></svg></mjx-container></div>
+</article></main></body></html>"""
+
+
+@browser_test
+def test_equation_check_finds_wide_equations(page):
+    page.set_content(EQUATIONS_PAGE)
+    laptop = "\n".join(equation_problems(page))
+    phone = "\n".join(equation_problems(page, phone=True))
+    assert "equation-scrolls" in laptop and "equation-cut" in laptop, laptop
+    assert "equation-fits" not in laptop, laptop
+    assert "equation-cut" in phone and "cut in div#equation-cut" in phone, phone
+    assert "runs past" not in phone, phone
+    assert "equation-scrolls" not in phone and "equation-fits" not in phone, phone
+
+
 def toc_pages() -> list[str]:
     """Document names (no suffix) in _toc.yml order."""
     return toc_files(ROOT)
@@ -290,9 +389,7 @@ def test_page(site, page, docname):
     # --- math: every .math element typeset by MathJax, without TeX errors --------------------
     n_math = page.locator(".math").count()
     if n_math:
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                               timeout=30_000)
-        page.evaluate("() => MathJax.startup.promise")
+        wait_for_math(page)
         if page.locator("mjx-container").count() == 0:
             failures.append(f"{n_math} math elements but no mjx-container: MathJax did not typeset")
         raw = page.locator(".math:not(:has(mjx-container))").count()
@@ -304,6 +401,7 @@ def test_page(site, page, docname):
                            return mml.includes("<merror") || mml.includes('mathcolor="red"'); })
             .map(m => m.math)""")
         failures += [f"TeX error in: {tex!r}" for tex in bad_tex]
+        failures += equation_problems(page)
 
     # --- no Markdown left unrendered in the visible text (outside code) --------------------------
     text = page.evaluate(ARTICLE_TEXT_JS)
@@ -372,6 +470,26 @@ def test_page(site, page, docname):
 
     failures += page.problems
     assert not failures, f"{docname}:\n  " + "\n  ".join(failures)
+
+
+@browser_test
+@pytest.mark.parametrize("docname", toc_pages())
+def test_equations_on_a_phone(site, browser, docname):
+    """At a phone's width a display equation may be wider than the column, but it must then scroll
+    inside its own box: none may be cut or run off the page."""
+    context = browser.new_context(viewport=PHONE_VIEWPORT)
+    try:
+        page = context.new_page()
+        page.route("**/*", lambda r: r.continue_() if urlparse(r.request.url).hostname in LOCAL_HOSTS
+                   or r.request.url.startswith(("data:", "blob:", "about:")) else r.abort())
+        page.goto(f"{site}/{docname}.html", wait_until="load")
+        if page.locator("div.math").count() == 0:
+            pytest.skip("no display math on this page")
+        wait_for_math(page)
+        problems = equation_problems(page, phone=True)
+    finally:
+        context.close()
+    assert not problems, f"{docname} at {PHONE_VIEWPORT['width']} px:\n  " + "\n  ".join(problems)
 
 
 def _prod(xs):

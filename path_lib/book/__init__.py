@@ -9,4 +9,9 @@
     gloo_group       a CPU process group (gloo) and the scale-out chapter's context-parallel self-check.
     chapter_times    how long each page runs (CPU, GPU measured or estimated): notes and the table.
     reader           the reader copies in notebooks/ (MyST markup as the site's text), a Sphinx hook.
+    style            the book's one figure style (150 dpi, font sizes), applied on import of this
+                     package, so that every chapter gets it from the helper it imports first.
 """
+from . import style as _style
+
+_style.apply()

@@ -187,15 +187,15 @@ def segment_figure(T: int, BT: int, SB: int, *, query: Optional[int] = None, key
     key = min(BT + BT // 3, T - 1) if key is None else key
     if not (0 <= key < query < T):
         raise ValueError(f"need 0 <= key < query < T, got key={key}, query={query}, T={T}")
-    fig = Figure(figsize=(9, 3.6))
+    fig = Figure(figsize=(9, 4.6))
     ax = fig.add_axes((0.02, 0.02, 0.96, 0.96))
-    ax.set_xlim(-0.02 * T, 1.02 * T); ax.set_ylim(-3.3, 2.2); ax.axis("off")
+    ax.set_xlim(-0.02 * T, 1.02 * T); ax.set_ylim(-4.3, 2.2); ax.axis("off")
     shades = ["#e9f5f3", "#dbe7f0"]
     for s in range(NS):
         a, e = s * L, min((s + 1) * L, T)
         ax.add_patch(Rectangle((a, 0), e - a, 1, fc=shades[s % 2], ec="black", lw=1.2))
-        ax.text((a + e) / 2, 1.55, f"segment {s}", ha="center", fontsize=8)
-        ax.text((a + e) / 2, 1.15, r"$\mathrm{Seg}_{%d}$" % s, ha="center", fontsize=8, color="#1d3557")
+        ax.text((a + e) / 2, 1.55, f"segment {s}", ha="center", fontsize=10)
+        ax.text((a + e) / 2, 1.15, r"$\mathrm{Seg}_{%d}$" % s, ha="center", fontsize=10, color="#1d3557")
     for b in range(1, NB):
         if b % SB:
             ax.plot([b * BT, b * BT], [0, 1], color="gray", lw=0.5)
@@ -209,12 +209,12 @@ def segment_figure(T: int, BT: int, SB: int, *, query: Optional[int] = None, key
     ax.plot([k_block_end, k_block_end], [0, 1], color="#e76f51", lw=1.5, ls=":")   # the key's block end
     ax.plot([key], [0.5], "o", color="#e76f51", ms=6)
     ax.plot([query], [0.5], "o", color="#e63946", ms=6)
-    ax.text(key, -0.25, "key j", ha="center", va="top", fontsize=8)
-    ax.text(query, -0.25, "query i", ha="center", va="top", fontsize=8)
+    ax.text(key, -0.25, "key j", ha="center", va="top", fontsize=10)
+    ax.text(query, -0.25, "query i", ha="center", va="top", fontsize=10)
 
     def arrow(x0, x1, y, color, text):
         ax.add_patch(FancyArrowPatch((x0, y), (x1, y), arrowstyle="-|>", mutation_scale=10, color=color, lw=1.5))
-        ax.text((x0 + x1) / 2, y - 0.12, text, ha="center", va="top", fontsize=7.5, color=color)
+        ax.text((x0 + x1) / 2, y - 0.12, text, ha="center", va="top", fontsize=10, color=color)
 
     arrow(key, k_seg_end, -0.85, "#e76f51", "key moved to its block's end, then to its\nsegment's end (precomputed: Kseg)")
     arrow(query, q_seg_start, -0.85, "#e63946",
@@ -224,12 +224,13 @@ def segment_figure(T: int, BT: int, SB: int, *, query: Optional[int] = None, key
               r"one $D\times D$ product: $\Omega(%d, %d) = $" % (ks, kk)
               + " ".join(r"$\mathrm{Seg}_{%d}$" % s for s in range(ks - 1, kk, -1)) + " (precomputed)")
     ax.text(0, -2.75, "per block j:  UT matrix $\\mathcal{T}_j$,  $\\mathcal{T}_j W_j$,  keys at the block's end "
-            "$\\overrightarrow{K}_j$,  $M_j = \\mathcal{T}_j\\,\\mathrm{strictLower}(W_j K_j^\\top)$",
-            fontsize=8, va="center")
-    ax.text(0, -3.15, f"per segment k:  keys at the segment's end Kseg,  Seg$_k$ (a $D\\times D$ product);   "
-            f"per pair of segments:  $\\Omega$ ({NS * (NS - 1) // 2} matrices of $D\\times D$ for {NS} segments)",
-            fontsize=8, va="center")
-    ax.text(T / 2, 2.05, f"T = {T}, {NB} blocks of {BT}, {SB} blocks per segment", ha="center", fontsize=9)
+            "$\\overrightarrow{K}_j$,\n    $M_j = \\mathcal{T}_j\\,\\mathrm{strictLower}(W_j K_j^\\top)$",
+            fontsize=10, va="center")
+    ax.text(0, -3.45, "per segment k:  keys at the segment's end Kseg,  Seg$_k$ (a $D\\times D$ product)",
+            fontsize=10, va="center")
+    ax.text(0, -3.95, f"per pair of segments:  $\\Omega$ ({NS * (NS - 1) // 2} matrices of $D\\times D$ "
+            f"for {NS} segments)", fontsize=10, va="center")
+    ax.text(T / 2, 2.05, f"T = {T}, {NB} blocks of {BT}, {SB} blocks per segment", ha="center", fontsize=11)
     return fig
 
 

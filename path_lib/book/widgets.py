@@ -37,6 +37,8 @@ import numbers
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from . import style
+
 __all__ = ["interactive_figure", "static_widget_html", "static_mode", "MAX_FRAMES"]
 
 MAX_FRAMES = 200
@@ -108,15 +110,17 @@ def _initial_indices(grids: Dict[str, List], initial: Optional[Dict[str, Any]]) 
     return out
 
 
-def _figure_png(fig, dpi: int) -> str:
-    """Render a matplotlib Figure to base64 PNG, then close it (figures must not leak)."""
+def _figure_png(fig, dpi: Optional[int]) -> str:
+    """Render a matplotlib Figure to base64 PNG, then close it (figures must not leak).
+    ``dpi=None``: the book's style (:data:`path_lib.book.style.DPI`)."""
     from matplotlib.figure import Figure
 
     if not isinstance(fig, Figure):
         raise TypeError(f"render must return a matplotlib Figure, got {type(fig).__name__}")
     try:
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", metadata={"Software": None})
+        fig.savefig(buf, format="png", dpi=style.DPI if dpi is None else dpi, bbox_inches="tight",
+                    metadata={"Software": None})
         return base64.b64encode(buf.getvalue()).decode("ascii")
     finally:
         _close(fig)
@@ -165,7 +169,7 @@ _CSS = (".path-widget{margin:0.5em 0 1em 0}"
 
 
 def static_widget_html(render: Callable[..., Any], *, initial: Optional[Dict[str, Any]] = None,
-                       title: Optional[str] = None, dpi: int = 80, max_frames: int = MAX_FRAMES,
+                       title: Optional[str] = None, dpi: Optional[int] = None, max_frames: int = MAX_FRAMES,
                        **sliders: Sequence) -> str:
     """Render every combination of the slider grids and return the self-contained HTML (a str)."""
     grids = _check_grids(render, sliders, max_frames)
@@ -205,7 +209,7 @@ def static_widget_html(render: Callable[..., Any], *, initial: Optional[Dict[str
 
 
 def interactive_figure(render: Callable[..., Any], *, initial: Optional[Dict[str, Any]] = None,
-                       title: Optional[str] = None, dpi: int = 80, max_frames: int = MAX_FRAMES,
+                       title: Optional[str] = None, dpi: Optional[int] = None, max_frames: int = MAX_FRAMES,
                        **sliders: Sequence) -> None:
     """Show ``render(**values)`` with one slider per keyword argument, live or static (see module doc).
 
@@ -214,7 +218,7 @@ def interactive_figure(render: Callable[..., Any], *, initial: Optional[Dict[str
             (it is closed after use; create it with ``plt.subplots`` or ``Figure``).
         initial: optional ``{name: value}`` for the starting position (default: each first value).
         title: alt text prefix for the static image (default: ``render.__name__``).
-        dpi: resolution of the static PNG frames.
+        dpi: resolution of the static PNG frames (default: the book's, :data:`path_lib.book.style.DPI`).
         max_frames: refuse grids with more combinations than this (ValueError).
         **sliders: ``name=[v0, v1, ...]``; names must not be ``initial``, ``title``, ``dpi``, ``max_frames``.
     Displays the widget and returns None.

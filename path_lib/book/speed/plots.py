@@ -1,5 +1,6 @@
 """The speed chapter's figures (matplotlib): times, time over floor, memory, profiles by phase, and the
-floor widget's figure."""
+floor widget's figure. Resolution and font sizes are the book's style (:mod:`path_lib.book.style`);
+figures are at most 9 inches wide, so that their text stays legible in the page's column."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -17,14 +18,14 @@ def _grid(rec, title):
     import matplotlib.pyplot as plt
 
     Ds = sorted({s[0] for s in shapes(rec)})
-    fig, axes = plt.subplots(len(Ds), 2, figsize=(9.5, 0.9 + 2.9 * len(Ds)), squeeze=False)
+    fig, axes = plt.subplots(len(Ds), 2, figsize=(9, 1.2 + 3.2 * len(Ds)), squeeze=False)
     for i, D in enumerate(Ds):
         for j, mode in enumerate(("fwd", "fwdbwd")):
-            axes[i, j].set_title(f"D = {D}, {'forward' if mode == 'fwd' else 'forward + backward'}", fontsize=9)
-            axes[i, j].set_xlabel("T (log scale)", fontsize=8)
+            axes[i, j].set_title(f"D = {D}, {'forward' if mode == 'fwd' else 'forward + backward'}")
+            axes[i, j].set_xlabel("T (log scale)")
     if rec is not None and "provenance" in rec:
         from ...records import provenance_label
-        fig.suptitle(title + "\n" + provenance_label(rec).split("; command:")[0], fontsize=7)
+        fig.suptitle(title + "\n" + provenance_label(rec).split("; command:")[0], fontsize="medium")
     return fig, axes, Ds
 
 
@@ -37,19 +38,18 @@ def _finish(fig, axes, rec, ylabel):
     for ax in axes.flat:
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks(Ts, [str(T) for T in Ts], fontsize=7)
+        ax.set_xticks(Ts, [str(T) for T in Ts])
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.tick_params(axis="y", labelsize=7)
-        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_ylabel(ylabel)
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
-    rows = -(-len(handles) // 3)
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=7, frameon=False)
+    rows = -(-len(handles) // 2)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=2, frameon=False)
     height = fig.get_size_inches()[1]
-    fig.tight_layout(rect=(0, min(0.4, (0.2 + 0.17 * rows) / height), 1, 1))
+    fig.tight_layout(rect=(0, min(0.45, (0.2 + 0.22 * rows) / height), 1, 1))
     return fig
 
 
@@ -116,7 +116,7 @@ def plot_phases(profile: dict, methods: Sequence[str]):
     import matplotlib.pyplot as plt
 
     keys = sorted({(r["D"], r["T"]) for r in profile["rows"] if r["method"] in methods})
-    fig, axes = plt.subplots(len(keys), 2, figsize=(10, 1.0 + 0.45 * len(methods) * len(keys)), squeeze=False)
+    fig, axes = plt.subplots(len(keys), 2, figsize=(9, 1.4 + 0.55 * len(methods) * len(keys)), squeeze=False)
     seen = set()
     for i, (D, T) in enumerate(keys):
         for j, mode in enumerate(("fwd", "fwdbwd")):
@@ -130,16 +130,16 @@ def plot_phases(profile: dict, methods: Sequence[str]):
                     ax.barh(y, ms, left=left, color=PHASES[p])
                     seen.add(p)
                     left += ms
-            ax.set_yticks(range(len(methods)), names, fontsize=7)
+            ax.set_yticks(range(len(methods)), names)
             ax.invert_yaxis()
-            ax.set_xlabel("ms per iteration", fontsize=8)
-            ax.set_title(f"D = {D}, T = {T}, {'forward' if mode == 'fwd' else 'forward + backward'}", fontsize=9)
+            ax.set_xlabel("ms per iteration")
+            ax.set_title(f"D = {D}, T = {T}, {'forward' if mode == 'fwd' else 'forward + backward'}")
     from matplotlib.patches import Patch
 
     used = [p for p in PHASES if p in seen]
-    fig.legend([Patch(color=PHASES[p]) for p in used], used, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.legend([Patch(color=PHASES[p]) for p in used], used, loc="lower center", ncol=2, frameon=False)
     height = fig.get_size_inches()[1]
-    fig.tight_layout(rect=(0, min(0.45, (0.2 + 0.17 * -(-len(used) // 3)) / height), 1, 1))
+    fig.tight_layout(rect=(0, min(0.45, (0.2 + 0.22 * -(-len(used) // 2)) / height), 1, 1))
     return fig
 
 
@@ -152,7 +152,7 @@ def render_floor(rec: Optional[dict], T: int, D: int, mode: str):
     shp = [s for s in shapes(rec) if s[:2] == (D, T)] or [(D, T, max(1, TOKENS // T), 2048 // D)]
     B, H = shp[0][2], shp[0][3]
     ceil = (rec or {}).get("ceilings")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2), gridspec_kw=dict(width_ratios=[1, 1.7]))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 4.4), gridspec_kw=dict(width_ratios=[1, 1.4]))
     kinds = list(KINDS)
     floors = {}
     for kind in kinds:
@@ -165,11 +165,11 @@ def render_floor(rec: Optional[dict], T: int, D: int, mode: str):
     ax1.barh(ys, [floors[k].flops / 1e12 for k in kinds], color="#457b9d", height=0.6)
     for y, k in zip(ys, kinds):
         ax1.text(0.02, y, f"{floors[k].nbytes / 1e9:.2f} GB to move", transform=ax1.get_yaxis_transform(),
-                 va="center", fontsize=7, color="white")
-    ax1.set_yticks(ys, [SHORT_KIND[k] for k in kinds], fontsize=8)
+                 va="center", color="white")
+    ax1.set_yticks(ys, [SHORT_KIND[k] for k in kinds])
     ax1.set_ylim(len(kinds) - 0.5, -0.5)
-    ax1.set_xlabel("TFLOP counted", fontsize=8)
-    ax1.set_title(f"T = {T}, D = {D}, B = {B}, H = {H}: the work", fontsize=9)
+    ax1.set_xlabel("TFLOP counted")
+    ax1.set_title(f"T = {T}, D = {D}, B = {B}, H = {H}:\nthe work")
     plotted = False
     if ceil:
         ax2.barh([y - 0.3 for y in ys], [floors[k].compute_ms for k in kinds], height=0.16, color="#264653",
@@ -179,11 +179,11 @@ def render_floor(rec: Optional[dict], T: int, D: int, mode: str):
         for y, k in zip(ys, kinds):
             floor_ms = floors[k].ms                      # (not None: the record has ceilings)
             if floor_ms is not None:
-                ax2.text(floor_ms * 1.08, y - 0.3, f"{floor_ms:.2f} ms", va="center", fontsize=6)
+                ax2.text(floor_ms * 1.08, y - 0.3, f"{floor_ms:.2f} ms", va="center")
         plotted = True
     else:
         ax2.text(0.5, 0.5, "no measured ceilings in this record:\nno time floor", transform=ax2.transAxes,
-                 ha="center", va="center", fontsize=8, color="0.4")
+                 ha="center", va="center", color="0.4")
     slot = {k: 0 for k in kinds}
     for m in methods_present(rec):
         ms, m_kind = measured_ms(rec, D, T, m, mode), KIND_OF.get(m)
@@ -195,15 +195,15 @@ def render_floor(rec: Optional[dict], T: int, D: int, mode: str):
         ax2.plot(ms, m_y, marker=marker, ms=7, ls="", color=color, mec="k", label=method_label(rec, m))
         floor_ms = floors[m_kind].ms
         if floor_ms:
-            ax2.text(ms * 1.12, m_y, f"{ms / floor_ms:.1f}x", va="center", fontsize=6)
+            ax2.text(ms * 1.12, m_y, f"{ms / floor_ms:.1f}x", va="center")
         plotted = True
     if plotted:
         ax2.set_xscale("log")
-        ax2.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+        fig.legend(*ax2.get_legend_handles_labels(), loc="lower center", ncol=2, frameon=False)
     ax2.set_yticks(ys, [""] * len(kinds))
     ax2.set_ylim(len(kinds) - 0.5, -0.5)
-    ax2.set_xlabel("ms (log scale)", fontsize=8)
-    ax2.set_title(f"{'forward' if mode == 'fwd' else 'forward + backward'}: floors (bars), measured (markers)",
-                  fontsize=9)
-    fig.tight_layout()
+    ax2.set_xlabel("ms (log scale)")
+    ax2.set_title(f"{'forward' if mode == 'fwd' else 'forward + backward'}:\nfloors (bars), measured (markers)")
+    n_legend = len(ax2.get_legend_handles_labels()[1])
+    fig.tight_layout(rect=(0, min(0.5, (0.15 + 0.22 * -(-n_legend // 2)) / fig.get_size_inches()[1]), 1, 1))
     return fig
