@@ -69,7 +69,7 @@ def test_two_pages_without_a_checkout(tmp_path):
     # the notes read these records as they are written
     from path_lib.book import chapter_times as ct
     times = ct.collect_times({"tiny": json.loads((out / "chapter_times_tiny.json").read_text())})
-    assert ct.chapter_note("book/intro", times).endswith("on a CPU (book build); GPU: not yet measured")
+    assert ct.chapter_note("book/intro", times).endswith("on a CPU (tiny preset); GPU: not measured")
 
 
 def test_pages_must_be_notebooks_of_the_checkout(tmp_path):
