@@ -7,5 +7,6 @@
     speed            the speed chapter's tables and figures from the benchmark records (a package).
     kernel_diagrams  the kernel chapter's tile and segment diagrams.
     gloo_group       a CPU process group (gloo) and the scale-out chapter's context-parallel self-check.
-    chapter_times    how long each page runs (CPU, GPU measured or estimated): notes and the table.
+    chapter_times    how long each chapter runs, measured on a CPU and on GPUs: the intro's table, notes.
+    api              the API reference's pages (book/api/) and their Sphinx extension.
 """
