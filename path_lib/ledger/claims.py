@@ -508,7 +508,7 @@ def decide_text(c: Dict, root=None) -> str:
 
 
 def test_results(c: Dict, root=None) -> List[Dict]:
-    """The claim's tests over seeds evaluated on its record (see :func:`claims_evidence.evaluate`);
+    """The claim's tests over seeds evaluated on its record (see :func:`path_lib.ledger.evidence.evaluate`);
     empty when the claim has none or the record is not installed here."""
     rec = _record(c, root) if c.get("tests") else None
     return [E.evaluate(t, rec) for t in c["tests"]] if rec is not None else []
