@@ -14,13 +14,15 @@ that the book's ``_config.yml`` loads (:func:`setup`)::
 * :func:`module_page` is a page's text. A module documents the names of its ``__all__`` that it defines
   (or that come from a private module, such as the kernels' ``_api``); a name it re-exports from another
   public module is only listed, with a link to where it is documented, so each object has one anchor.
-  A package without ``__all__`` shows its docstring and a table of its modules.
+  A package's page also has a table of its modules.
 * :func:`toc_lines` are the entries of the pages in ``_toc.yml`` (packages with their modules nested).
 * :func:`setup` (the extension) adds Google-style docstrings (``napoleon``), lists every name of a
   module's ``__all__`` even when it has no docstring, leaves out values longer than
   :data:`MAX_VALUE_CHARS` characters, keeps ``napoleon`` from reading "text: more text" in a constant's
-  comment as a type, and resolves a short name such as ``:func:`resolve_backend``` to the one
-  documented object whose dotted name ends with it.
+  comment as a type, shows a module docstring's indented blocks as written
+  (:func:`preformatted_blocks`), and resolves a re-exported name (``path_lib.path_attention``) to where
+  it is defined and a short name (``:func:`resolve_backend```) to the one documented object whose
+  dotted name ends with it.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 __all__ = ["API_DIR", "ORDER", "MAX_VALUE_CHARS", "public_modules", "module_entries", "page_docname",
-           "reexports", "preformatted_blocks", "module_page", "index_page", "ordered_modules", "toc_lines", "write_pages", "setup"]
+           "reexports", "preformatted_blocks", "module_page", "index_page", "ordered_modules", "toc_lines",
+           "write_pages", "setup"]
 
 #: Where the pages live, relative to the repository root.
 API_DIR = "book/api"
