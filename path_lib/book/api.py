@@ -116,7 +116,8 @@ def _rst_block(lines: List[str]) -> str:
 
 def _summary_table(names: Sequence[str]) -> str:
     # after an automodule the current module is set; autosummary wants full names without it
-    return _rst_block([".. py:currentmodule:: None", "", ".. autosummary::", ""] + [f"   {n}" for n in names])
+    return _rst_block([".. py:currentmodule:: None", "", ".. autosummary::", "   :nosignatures:", ""]
+                      + [f"   {n}" for n in names])
 
 
 def module_page(module: str, public: Optional[Sequence[str]] = None) -> str:
