@@ -118,6 +118,10 @@ def test_book_pages_are_the_toc_notebooks_with_their_titles():
     assert all((ROOT / f"{p}.ipynb").exists() for p in pages)
     # every notebook has its heading: no title falls back to the page's path
     assert set(titles) == set(pages) and all(t and t != p and not t.startswith("#") for p, t in titles.items())
+    # numbered as the site numbers them: chapters across the parts, sections under their chapter
+    assert titles["book/part1/01_why_data_dependent"].startswith("1. ")
+    assert titles["book/part3/07_kernel"].startswith("7. ") and titles["book/part3/10b_scale_out"].startswith("10.1. ")
+    assert not titles["book/intro"][0].isdigit()
 
 
 def test_notebook_title(tmp_path):

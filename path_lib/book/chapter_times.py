@@ -206,20 +206,42 @@ def notebook_title(path: Path) -> Optional[str]:
     return None
 
 
+def _numbers(root: Path) -> Dict[str, str]:
+    """The numbers the site gives the pages of numbered parts: chapters counted across the parts, a
+    chapter's sections as ``"10.1"``."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    out: Dict[str, str] = {}
+    n = 0
+    for part in toc.get("parts") or []:
+        if not part.get("numbered"):
+            continue
+        for chapter in part.get("chapters") or []:
+            n += 1
+            out[page_key(chapter["file"])] = str(n)
+            for j, section in enumerate(chapter.get("sections") or [], 1):
+                out[page_key(section["file"])] = f"{n}.{j}"
+    return out
+
+
 def book_pages(root: Optional[Path] = None) -> Tuple[List[str], Dict[str, str]]:
-    """The notebook pages of the book's table of contents, in order, and their titles (their first
-    heading). Without a checkout (``root`` None and none found): ``([], {})``, and the table lists the
-    pages the records time, by file name."""
+    """The notebook pages of the book's table of contents, in order, and their titles as the site
+    shows them (their first heading, after the chapter's number: ``"7. The kernel"``). Without a
+    checkout (``root`` None and none found): ``([], {})``, and the table lists the pages the records
+    time, by file name."""
     from ..records import repo_root
     from .notebook import toc_files
 
     root = Path(root) if root is not None else repo_root()
     if root is None:
         return [], {}
+    numbers = _numbers(root)
     pages, titles = [], {}
     for name in toc_files(root):
         path = root / f"{name}.ipynb"
         if path.exists():
             pages.append(name)
-            titles[name] = notebook_title(path) or name
+            title = notebook_title(path) or name
+            titles[name] = f"{numbers[name]}. {title}" if name in numbers else title
     return pages, titles
