@@ -1,6 +1,6 @@
 """path_lib: PaTH attention from the mathematics to layers, decoding, tasks and experiments.
 
-Layout (one subpackage per kind of code; an arrow is "imports"):
+Layout (one subpackage per kind of code; an arrow is "imports")::
 
     path_lib/
       __init__.py     the public API below

@@ -354,13 +354,18 @@ class PaTHCache:
         """One decoding step: transform the cache by ``H_t``, append ``k_t``, attend with ``q_t``.
 
         Args:
-            q_t ``[B, Hq, D]``; k_t, w_t ``[B, Hk, D]``; v_t ``[B, Hk, Dv]``; beta_t ``[B, Hk]``;
-            g_t ``[B, Hq]`` or None. w_t, beta_t, g_t are float32 or float64.
+            q_t: ``[B, Hq, D]``.
+            k_t, w_t: ``[B, Hk, D]``; w_t float32 or float64.
+            v_t: ``[B, Hk, Dv]``.
+            beta_t: ``[B, Hk]``, float32 or float64.
+            g_t: ``[B, Hq]`` (float32 or float64) or None.
             valid_t: optional ``[B]`` bool; False marks a padding token in that row: it transforms nothing
                 (beta 0), adds no gate, and is never attended to (its own output is unspecified).
             check_values: also check values (finite, beta_t in [0, 2], unit w_t, g_t <= 0); shapes,
-            dtypes and devices always are. Everything is checked before the cache changes.
-        Returns ``[B, Hq, Dv]`` in the cache's dtype.
+                dtypes and devices always are. Everything is checked before the cache changes.
+
+        Returns:
+            ``[B, Hq, Dv]`` in the cache's dtype.
         """
         check_bool(check_values, "check_values")
         self._check_step(q_t, k_t, v_t, w_t, beta_t, g_t, valid_t, check_values)
@@ -381,9 +386,13 @@ def keys_to_end(k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor, *, block_s
     later blocks with the suffix product ``S_c = P_{last} ... P_{c+1}`` of ``D x D`` block matrices,
     built right to left (``S_{c-1} = S_c P_c``).
 
-    Args: k, w ``[B, T, H, D]`` (k any float dtype, w float32/float64); beta ``[B, T, H]``;
+    Args:
+        k, w: ``[B, T, H, D]`` (k any float dtype, w float32/float64).
+        beta: ``[B, T, H]``.
         check_values: also check values (finite, beta in [0, 2], unit w); shapes and dtypes always are.
-    Returns ``[B, T, H, D]`` in the compute dtype (float64 for float64 k, else float32).
+
+    Returns:
+        ``[B, T, H, D]`` in the compute dtype (float64 for float64 k, else float32).
     """
     check_block_size(block_size)
     check_bool(check_values, "check_values")

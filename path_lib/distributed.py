@@ -30,6 +30,7 @@ Algorithm (what :func:`context_parallel_path_attention` does)
    over the ranks, a reduce-scatter on NCCL and an all-reduce elsewhere).
 3. Locally, per query block: the blockwise scan over the chunk's own key blocks (diagonal block,
    then right to left), continued across the earlier chunks ``s = r-1, ..., 0`` from their summaries.
+
 The gradients of the summaries flow back to the ranks that produced them through the collective's
 backward (every rank's output is tied to the gathered buffer, so every rank runs that backward
 collective, rank 0 included); everything else is local autograd.
@@ -46,7 +47,7 @@ backward computes when handed the merged statistics, and which the earlier part 
 ``sum p (do . v - delta)`` (``lse`` and ``delta`` held fixed).
 
 Cost per rank (``T = R L`` tokens, ``Hk`` key heads; :func:`context_parallel_costs` computes it)
------------------------------------------------------------------------------------------------
+------------------------------------------------------------------------------------------------
 * Communication: ``(R - 1)`` summaries of ``B Hk (L (D + Dv) + D^2) + B Hq L`` numbers, the same in the
   backward. Ring attention for softmax attention passes ``B Hk L (D + Dv)`` per chunk (plus the gates
   for FoX): PaTH adds ``D^2`` per key head and chunk, a fraction ``D^2 / (L (D + Dv))`` of the traffic
@@ -670,6 +671,7 @@ def context_parallel_costs(seq_len: int, world_size: int, *, n_heads: int, head_
       chunks), ``split_fraction = split_flops / ring_flops``.
     * ``imbalance``: the last rank's attention pairs over the mean rank's.
     * ``allgather_memory`` / ``ring_memory``: bytes of summaries held (``R`` against 2 in a ring).
+
     The backward moves the same volume again (the summaries' gradients).
     """
     for name, x in (("seq_len", seq_len), ("world_size", world_size), ("n_heads", n_heads),

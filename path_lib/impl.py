@@ -80,11 +80,11 @@ def resolve_backend(backend: str, *, device, dtype: Optional[torch.dtype], head_
         name: the argument's name in error messages.
     Returns:
         ``"triton"``, ``"blockwise"`` or ``"reference"``. ``"auto"`` gives ``"triton"`` only on CUDA, at a
-        head dim in :data:`KERNEL_HEAD_DIMS`, a dtype in :data:`KERNEL_DTYPES`, no ``unfit`` reason, with
+        head dim in ``KERNEL_HEAD_DIMS``, a dtype in ``KERNEL_DTYPES``, no ``unfit`` reason, with
         kernels that import and are verified (:func:`kernels_state`); otherwise ``"blockwise"``.
     Raises:
-        ValueError naming ``name``: an unknown backend; ``"triton"`` where the kernels do not import or
-        ``unfit`` says they cannot take the inputs.
+        ValueError: naming ``name``, for an unknown backend, and for ``"triton"`` where the kernels do
+            not import or ``unfit`` says they cannot take the inputs.
     """
     check_choice(backend, name, BACKENDS)
     if backend in ("blockwise", "reference"):

@@ -19,7 +19,7 @@ reads a value), then dtype and shape, and value checks (finite, ranges) last: on
 with the device, and only they are switched off by the entry points' ``check_values=False``.
 
 Functions check values by default (``check_values=True``). Modules (the layers, ``TinyLM``) take
-``check_values=None`` by default, resolved per call by :func:`values_checked`: value checks run only where
+``check_values=None`` by default, resolved per call by ``values_checked``: value checks run only where
 they cost no device synchronisation and no graph break, i.e. on CPU tensors outside ``torch.compile``.
 """
 from __future__ import annotations

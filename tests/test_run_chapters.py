@@ -55,21 +55,21 @@ def test_a_page_out_of_time_fails_at_the_running_cell(tmp_path):
 def test_two_pages_without_a_checkout(tmp_path):
     out = tmp_path / "records"
     status = rc.main(["--installed", "--preset", "tiny", "--preset", "t4", "--out-dir", str(out), "--timeout", "300",
-                      "book/intro.ipynb", "book/api.ipynb"])
+                      "book/intro.ipynb", "book/part1/01_why_data_dependent.ipynb"])
     assert status == 0
     for preset in ("tiny", "small"):
         rec = json.loads((out / f"chapter_times_{preset}.json").read_text())
         assert rec["provenance"]["checkout"] is False and rec["provenance"]["installed"].endswith(".whl")
         assert rec["checkout"] is False and rec["preset"] == preset
         assert not Path(rec["path_lib_from"]).resolve().is_relative_to(ROOT)
-        assert [r["page"] for r in rec["pages"]] == ["book/intro", "book/api"]
+        assert [r["page"] for r in rec["pages"]] == ["book/intro", "book/part1/01_why_data_dependent"]
         for r in rec["pages"]:
             assert r["ok"] and r["preset"] == preset and r["failed_cell"] is None
             assert r["seconds"] >= sum(s for _, s in r["cells"]) > 0
     # the notes read these records as they are written
     from path_lib.book import chapter_times as ct
     times = ct.collect_times({"tiny": json.loads((out / "chapter_times_tiny.json").read_text())})
-    assert ct.chapter_note("book/intro", times).endswith("on a CPU (book build); GPU: not yet measured")
+    assert ct.chapter_note("book/intro", times).endswith("on a CPU (tiny preset); GPU: not measured")
 
 
 def test_pages_must_be_notebooks_of_the_checkout(tmp_path):

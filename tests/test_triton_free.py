@@ -5,8 +5,8 @@ Each notebook is executed top to bottom in a fresh kernel whose interpreter cann
 ``import triton`` (direct, or inside ``path_lib.kernels``) raises ImportError, as on a machine without
 it. A first cell, added to the executed copy, checks that the block is in place inside the kernel.
 
-Only the cheap chapters are executed here (the introduction, Part I, chapters 11 and 13, the API
-page: about two minutes together on a busy two-core machine); chapters 5, 6, 12 and 12b train models
+Only the cheap chapters are executed here (the introduction, Part I, chapters 11 and 13: about two
+minutes together on a busy two-core machine); chapters 5, 6, 12 and 12b train models
 for minutes and are executed the same way under ``-m slow``. The intro lists which chapters run
 without Triton; this file is where that list is checked.
 """
@@ -24,7 +24,7 @@ nbclient = pytest.importorskip("nbclient")
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CHEAP = ["book/intro.ipynb", "book/api.ipynb", "book/part1/01_why_data_dependent.ipynb",
+CHEAP = ["book/intro.ipynb", "book/part1/01_why_data_dependent.ipynb",
          "book/part1/02_householder.ipynb", "book/part1/03_ut_transform.ipynb",
          "book/part1/04_path_attention.ipynb", "book/part4/11_extrapolation_theory.ipynb",
          "book/part4/13_claims.ipynb"]

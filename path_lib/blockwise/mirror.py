@@ -388,7 +388,7 @@ def fwd_inter(Q0, KS, V, OM, G, O, LSE, scale: float, SB: int, FR: int):
     Args:
         Q0, KS: ``[B, Hq, NB, BT, D]``; V, O: ``[B, Hq, NB, BT, Dv]``; OM: ``[B, Hq, P, D, D]``;
         G, LSE: ``[B, Hq, NB, BT]`` (G or None); FR: rows per tile, a multiple of ``BT`` whose blocks
-        divide ``SB`` and ``NB``.
+            divide ``SB`` and ``NB``.
     Returns:
         ``(O, LSE)`` as :func:`fwd` returns them without ``split``.
     """

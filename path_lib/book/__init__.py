@@ -7,10 +7,11 @@
     speed            the speed chapter's tables and figures from the benchmark records (a package).
     kernel_diagrams  the kernel chapter's tile and segment diagrams.
     gloo_group       a CPU process group (gloo) and the scale-out chapter's context-parallel self-check.
-    chapter_times    how long each page runs (CPU, GPU measured or estimated): notes and the table.
     reader           the reader copies in notebooks/ (MyST markup as the site's text), a Sphinx hook.
     style            the book's one figure style (150 dpi, font sizes), applied on import of this
                      package, so that every chapter gets it from the helper it imports first.
+    chapter_times    how long each chapter runs, measured on a CPU and on GPUs: the intro's table, notes.
+    api              the API reference's pages (book/api/) and their Sphinx extension.
 """
 from . import style as _style
 

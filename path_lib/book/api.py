@@ -1,21 +1,57 @@
-"""The API reference page (book/api.ipynb), generated from the docstrings of the public modules.
+"""The API reference (``book/api/``): one page per public module, built by Sphinx's autodoc.
 
-:func:`public_modules` walks ``path_lib`` and ``path_lib.kernels`` (every module not named ``_private`` and not
-under ``path_lib.book``, whose helpers are the chapters' own); :func:`api_markdown` writes, per module,
-its one-paragraph summary and, for every name in its ``__all__``, the signature and the docstring as
-preformatted text (so no docstring's markup can break the page's build).
+The pages are small MyST files, one per module of :func:`public_modules`, each a heading and an
+``automodule`` directive; Sphinx reads the docstrings when the book is built, so every function and
+class gets a typeset signature, an anchor that a chapter can link to (``{py:func}`path_lib.impl.path_attention```)
+and an entry in the site's search. This module writes those files and is also the Sphinx extension
+that the book's ``_config.yml`` loads (:func:`setup`)::
+
+    python -m path_lib.book.api          # rewrite book/api/*.md after a module was added or __all__ changed
+    python -m path_lib.book.api --toc    # print the _toc.yml lines of the pages
+
+* :func:`public_modules` walks ``path_lib`` and ``path_lib.kernels``: every module not named ``_private``
+  and not under ``path_lib.book`` (the chapters' own helpers).
+* :func:`module_page` is a page's text. A module documents the names of its ``__all__`` that it defines
+  (or that come from a private module, such as the kernels' ``_api``); a name it re-exports from another
+  public module is only listed, with a link to where it is documented, so each object has one anchor.
+  A package's page also has a table of its modules.
+* :func:`toc_lines` are the entries of the pages in ``_toc.yml`` (packages with their modules nested).
+* :func:`setup` (the extension) adds Google-style docstrings (``napoleon``), lists every name of a
+  module's ``__all__`` even when it has no docstring, leaves out values longer than
+  :data:`MAX_VALUE_CHARS` characters, keeps ``napoleon`` from reading "text: more text" in a constant's
+  comment as a type, shows a module docstring's indented blocks as written
+  (:func:`preformatted_blocks`), and resolves a re-exported name (``path_lib.path_attention``) to where
+  it is defined and a short name (``:func:`resolve_backend```) to the one documented object whose
+  dotted name ends with it.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import inspect
 import pkgutil
-from typing import List, Optional, Sequence
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
 
-__all__ = ["public_modules", "module_entries", "api_markdown"]
+__all__ = ["API_DIR", "ORDER", "MAX_VALUE_CHARS", "public_modules", "module_entries", "page_docname",
+           "reexports", "preformatted_blocks", "module_page", "index_page", "ordered_modules", "toc_lines",
+           "write_pages", "setup"]
+
+#: Where the pages live, relative to the repository root.
+API_DIR = "book/api"
+#: The order of the top-level modules in the table of contents (for a reader: the attention first,
+#: then the layers, then training and experiments); a module not named here comes last.
+ORDER = ("path_lib", "path_lib.impl", "path_lib.reference", "path_lib.blockwise", "path_lib.kernels",
+         "path_lib.decoding", "path_lib.distributed", "path_lib.nn", "path_lib.hardware",
+         "path_lib.training", "path_lib.ledger", "path_lib.experiments", "path_lib.theory",
+         "path_lib.records", "path_lib.validation")
+#: A constant whose value takes more characters than this is shown without its value.
+MAX_VALUE_CHARS = 160
 
 _SKIP = ("path_lib.book",)
-_OPTIONAL = {"path_lib.nn.hf": "transformers"}       # modules that need an optional extra
+_OPTIONAL = {"path_lib.nn.hf": ("transformers", "hf")}   # module: (what it needs, the pip extra)
 
 
 def public_modules(packages: Sequence[str] = ("path_lib", "path_lib.kernels")) -> List[str]:
@@ -32,48 +68,290 @@ def public_modules(packages: Sequence[str] = ("path_lib", "path_lib.kernels")) -
     return sorted(set(out))
 
 
-def _summary(doc: Optional[str]) -> str:
-    doc = inspect.cleandoc(doc or "").strip()
-    return doc.split("\n\n")[0].replace("\n", " ") if doc else "(no docstring)"
-
-
 def module_entries(name: str) -> List[dict]:
-    """``[{"name", "kind", "signature", "doc"}]`` for every name in the module's ``__all__`` (empty
-    when it has none); ``doc`` is the cleaned docstring (or "(no docstring)"), for a constant its value."""
+    """``[{"name", "kind", "doc"}]`` for every name in the module's ``__all__`` (empty when it has
+    none); ``kind`` is "class", "function", "module" or "value", ``doc`` the cleaned docstring of a
+    class or function ("" when it has none; a value's docstring would be its type's, so "")."""
     mod = importlib.import_module(name)
     out = []
     for attr in getattr(mod, "__all__", []):
         obj = getattr(mod, attr)
-        kind = "class" if inspect.isclass(obj) else "function" if callable(obj) else "value"
-        try:
-            sig = str(inspect.signature(obj)) if kind != "value" else ""
-        except (TypeError, ValueError):
-            sig = "(...)"
-        if kind == "value":
-            text = repr(obj)
-            doc = f"= {text}" if len(text) <= 300 else f"a {type(obj).__name__} (its repr is {len(text)} characters)"
-        else:
-            doc = inspect.getdoc(obj) or "(no docstring)"
-        out.append({"name": attr, "kind": kind, "signature": sig, "doc": doc})
+        kind = ("class" if inspect.isclass(obj) else "module" if inspect.ismodule(obj)
+                else "function" if callable(obj) else "value")
+        doc = (inspect.getdoc(obj) or "") if kind in ("class", "function") else ""
+        out.append({"name": attr, "kind": kind, "doc": doc})
     return out
 
 
-def api_markdown(modules: Optional[Sequence[str]] = None) -> str:
-    """The reference as Markdown: per module a bold title and its summary, then each public name with its
-    signature and docstring in a fenced text block. Modules needing a missing optional extra are listed
-    with what to install."""
-    parts = []
-    for name in modules or public_modules():
-        try:
-            mod = importlib.import_module(name)
-        except ImportError as e:
-            extra = _OPTIONAL.get(name)
-            if extra is None:
-                raise
-            parts.append(f"**`{name}`**: needs `{extra}` (not installed here: {e})")
+def page_docname(module: str) -> str:
+    """The page of ``module`` (a dotted name) without suffix: ``"book/api/path_lib.impl"``."""
+    if not isinstance(module, str) or not module.startswith("path_lib"):
+        raise ValueError(f"module must be a dotted name under path_lib, got {module!r}")
+    return f"{API_DIR}/{module}"
+
+
+def reexports(module: str, public: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """``{name: "where.it.is.documented"}`` for the names of ``module.__all__`` that are defined in
+    another public module (a module object maps to itself)."""
+    known = set(public if public is not None else public_modules())
+    mod = importlib.import_module(module)
+    out = {}
+    for attr in getattr(mod, "__all__", []):
+        obj = getattr(mod, attr)
+        if inspect.ismodule(obj):
+            if obj.__name__ in known:
+                out[attr] = obj.__name__
             continue
-        parts.append(f"**`{name}`**: {_summary(mod.__doc__)}")
-        for entry in module_entries(name):
-            body = entry["doc"].replace("```", "'''")
-            parts.append(f"- `{name}.{entry['name']}` ({entry['kind']})\n\n```text\n{entry['name']}{entry['signature']}\n\n{body}\n```")
-    return "\n\n".join(parts)
+        if not (inspect.isclass(obj) or inspect.isroutine(obj)):
+            continue                       # a constant belongs to the module that exports it
+        home = getattr(obj, "__module__", None)
+        if home != module and home in known:
+            out[attr] = f"{home}.{getattr(obj, '__qualname__', attr)}"
+    return out
+
+
+def _rst_block(lines: List[str]) -> str:
+    return "```{eval-rst}\n" + "\n".join(lines) + "\n```"
+
+
+def _summary_table(names: Sequence[str]) -> str:
+    # after an automodule the current module is set; autosummary wants full names without it
+    return _rst_block([".. py:currentmodule:: None", "", ".. autosummary::", "   :nosignatures:", ""]
+                      + [f"   {n}" for n in names])
+
+
+def module_page(module: str, public: Optional[Sequence[str]] = None) -> str:
+    """The MyST text of ``module``'s page (see the module's docstring for what it holds)."""
+    public = list(public if public is not None else public_modules())
+    if module not in public:
+        raise ValueError(f"module must be one of the public modules, got {module!r}")
+    mod = importlib.import_module(module)
+    parts = [f"# `{module}`"]
+    if module in _OPTIONAL:
+        needs, extra = _OPTIONAL[module]
+        parts.append(f"This module needs the optional `{needs}` package "
+                     f"(`pip install \"path-attention-book[{extra}]\"`).")
+    directive = [f".. automodule:: {module}"]
+    again = reexports(module, public)
+    if hasattr(mod, "__all__"):
+        directive.append("   :members:")
+        if again:
+            directive.append("   :exclude-members: " + ", ".join(again))
+    parts.append(_rst_block(directive))
+    children = [m for m in public if m.rpartition(".")[0] == module]
+    if children:
+        parts += ["## Modules", _summary_table(children)]
+    if again:
+        parts += ["## Exported here, documented in their modules", _summary_table(list(again.values()))]
+    return "\n\n".join(parts) + "\n"
+
+
+def index_page(public: Optional[Sequence[str]] = None) -> str:
+    """The MyST text of the reference's first page: what it covers and a table of every module."""
+    public = list(public if public is not None else public_modules())
+    intro = (
+        "# API reference\n\n"
+        "One page per public module of the library, `path_lib`, and of its Triton kernels,\n"
+        "`path_lib.kernels`, built from the docstrings: every name a module exports (its `__all__`)\n"
+        "with its signature. Shapes follow the book's layout: q, k, v, w `[B, T, H, D]`; beta, g\n"
+        "`[B, T, H]`; w, beta, g float32. The chapters' own helpers (`path_lib.book`) are left out.\n"
+        "A chapter links to a name here, for example {py:func}`path_lib.impl.path_attention`, and\n"
+        "the search box finds every documented name.")
+    return intro + "\n\n" + _summary_table(ordered_modules(public)) + "\n"
+
+
+def _top(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def ordered_modules(public: Optional[Sequence[str]] = None) -> List[str]:
+    """The public modules in the reference's order: :data:`ORDER` by top-level module, each package
+    followed by its modules (alphabetical), anything :data:`ORDER` does not name at the end."""
+    public = list(public if public is not None else public_modules())
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return sorted(public, key=lambda m: (m != "path_lib", rank.get(_top(m), len(ORDER)), _top(m), m))
+
+
+def toc_lines(public: Optional[Sequence[str]] = None, indent: int = 8) -> List[str]:
+    """The ``_toc.yml`` lines of the module pages, to go under ``book/api/index``'s ``sections:``
+    (a package's modules nested under the package's page)."""
+    public = list(public if public is not None else public_modules())
+    pad = " " * indent
+    lines = []
+    for m in ordered_modules(public):
+        parent = m.rpartition(".")[0]
+        if m != "path_lib" and parent != "path_lib" and parent in public:
+            continue                                          # listed under its package below
+        lines.append(f"{pad}- file: {page_docname(m)}")
+        kids = [k for k in ordered_modules(public) if k.rpartition(".")[0] == m and m != "path_lib"]
+        if kids:
+            lines.append(f"{pad}  sections:")
+            lines += [f"{pad}    - file: {page_docname(k)}" for k in kids]
+    return lines
+
+
+def write_pages(root: Path, public: Optional[Sequence[str]] = None) -> List[Path]:
+    """Write ``index.md`` and every module's page under ``root / API_DIR``; remove pages of modules that
+    are gone. Returns the files written."""
+    public = list(public if public is not None else public_modules())
+    folder = Path(root) / API_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {folder / "index.md": index_page(public)}
+    wanted.update({Path(root) / f"{page_docname(m)}.md": module_page(m, public) for m in public})
+    for old in folder.glob("path_lib*.md"):
+        if old not in wanted:
+            old.unlink()
+    for path, text in wanted.items():
+        path.write_text(text)
+    return sorted(wanted)
+
+
+# --- the Sphinx extension ------------------------------------------------------------------------
+
+def _napoleon_only_for_code(app) -> None:
+    """Keep napoleon's Google-style sections for modules, classes and functions, but not for a
+    constant's ``#:`` comment, whose first "words: more words" napoleon would take for a type."""
+    from sphinx.ext.napoleon import _process_docstring
+
+    listeners = app.events.listeners["autodoc-process-docstring"]
+    for listener in list(listeners):
+        if listener.handler is _process_docstring:
+            app.disconnect(listener.id)
+
+            def process(app, what, name, obj, options, lines, _napoleon=listener.handler):
+                if what not in ("data", "attribute", "property"):
+                    _napoleon(app, what, name, obj, options, lines)
+            app.connect("autodoc-process-docstring", process, priority=listener.priority)
+
+
+#: Lines that do not end a paragraph: a directive, a list item, a field, a section title's underline.
+_NOT_A_PARAGRAPH = re.compile(r"\.\. |[*+-] |:|(\d+|#)\. |(?P<rule>[-=~^\"'`#*+])(?P=rule)+\s*$")
+
+
+def preformatted_blocks(lines: List[str]) -> List[str]:
+    """A module docstring's indented blocks as literal blocks (the library's plain-text convention:
+    an indented block after a paragraph is code, a formula or an aligned table, never a quotation).
+
+    reST would read such a block as a block quote and reflow it. Each block that follows a blank line
+    and a paragraph at the left margin not ending in ``::`` (a literal block already) and not a
+    directive (``.. note::``), list item, field or title underline gets ``::`` on its paragraph: a paragraph ending in
+    ``:`` ends in ``::`` (shown as ``:``), any other ends in `` ::`` (shown as nothing)."""
+    out = list(lines)
+    for i in range(1, len(out)):
+        if not out[i].startswith(" ") or not out[i].strip() or out[i - 1].strip():
+            continue
+        j = i - 1
+        while j >= 0 and not out[j].strip():
+            j -= 1
+        if j < 0:
+            continue
+        prev = out[j]
+        if prev.startswith(" ") or prev.rstrip().endswith("::") or _NOT_A_PARAGRAPH.match(prev):
+            continue
+        out[j] = prev.rstrip() + (":" if prev.rstrip().endswith(":") else " ::")
+    return out
+
+
+def _module_blocks(app, what: str, name: str, obj: Any, options: Any, lines: List[str]) -> None:
+    if what == "module":
+        lines[:] = preformatted_blocks(lines)
+
+
+def _keep_exported(app, what: str, name: str, obj: Any, skip: bool, options: Any) -> Optional[bool]:
+    """Every name of a module's ``__all__`` is shown, with or without a docstring (unless the page
+    excludes it: a name re-exported from another public module)."""
+    if what != "module" or not skip:
+        return None
+    module = sys.modules.get(app.env.temp_data.get("autodoc:module") or "")
+    excluded = getattr(options, "exclude_members", None) or ()
+    if module is not None and name in getattr(module, "__all__", ()) and name not in excluded:
+        return False
+    return None
+
+
+def _documented_name(target: str) -> Optional[str]:
+    """Where the object ``target`` names (such as ``path_lib.path_attention``, a re-export) is defined:
+    ``"path_lib.impl.path_attention"``; None when it cannot be imported."""
+    home, _, attr = target.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(home), attr)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    if inspect.ismodule(obj):
+        return obj.__name__
+    where, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return f"{where}.{qualname}" if isinstance(where, str) and isinstance(qualname, str) else None
+
+
+def _resolve_elsewhere(app, env, node, contnode):
+    """A Python cross-reference that Sphinx did not find goes to the documented object it means: a
+    re-exported name (``path_lib.path_attention``) to where it is defined, a short name written in
+    another module (``:func:`resolve_backend```) to the one documented object whose dotted name ends
+    with it. Anything else stays unresolved (and is a warning in a nitpicky build)."""
+    if node.get("refdomain") != "py" or not node.get("reftarget"):
+        return None
+    target = node["reftarget"].lstrip("~.")
+    domain = env.get_domain("py")
+    found = [name for name in [_documented_name(target)] if name in domain.objects]
+    if not found:
+        found = [full for full in domain.objects if full.endswith("." + target)]
+    if len(found) != 1:
+        return None
+    return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], found[0], node, contnode)
+
+
+def setup(app) -> dict:
+    """The Sphinx extension of the API pages (``_config.yml`` lists ``path_lib.book.api``)."""
+    from sphinx.ext.autodoc import DataDocumenter, ModuleDocumenter
+    from sphinx.util.inspect import object_description
+
+    for ext in ("sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.autosummary"):
+        app.setup_extension(ext)
+    _napoleon_only_for_code(app)
+
+    class ShortValueDocumenter(DataDocumenter):
+        """Module constants: also those of ``__all__`` without a ``#:`` comment (autodoc's own
+        documenter takes only commented ones), with their value only when it is short."""
+
+        @classmethod
+        def can_document_member(cls, member: Any, membername: str, isattr: bool, parent: Any) -> bool:
+            exported = membername in (getattr(parent, "__all__", None) or ())
+            plain = not (inspect.isclass(member) or inspect.isroutine(member) or inspect.ismodule(member))
+            return super().can_document_member(member, membername, isattr, parent) or (
+                isinstance(parent, ModuleDocumenter) and exported and plain)
+
+        def get_doc(self) -> List[List[str]]:
+            # only the constant's own ``#:`` comment: without one, autodoc would show its type's
+            # docstring (a dict constant would read "dict() -> new empty dictionary ...")
+            comment = self.get_module_comment(self.objpath[-1])
+            return [comment] if comment else []
+
+        def should_suppress_value_header(self) -> bool:
+            try:
+                too_long = len(object_description(self.object)) > MAX_VALUE_CHARS
+            except Exception:           # a value whose repr fails is shown without it
+                too_long = True
+            return too_long or super().should_suppress_value_header()
+
+    app.add_autodocumenter(ShortValueDocumenter, override=True)
+    app.connect("autodoc-process-docstring", _module_blocks, priority=600)   # after napoleon (500)
+    app.connect("autodoc-skip-member", _keep_exported)
+    app.connect("missing-reference", _resolve_elsewhere)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="Write the API reference pages (book/api/*.md).")
+    ap.add_argument("--toc", action="store_true", help="print the _toc.yml lines instead")
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]), help="repository root")
+    args = ap.parse_args(argv)
+    if args.toc:
+        print("\n".join(toc_lines()))
+        return 0
+    for path in write_pages(Path(args.root)):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

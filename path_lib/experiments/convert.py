@@ -405,6 +405,7 @@ def _run_stage(stage: str, student, teacher, batches, config, trainable, device,
 
 
 _STAGE_DOC = """
+
     Args:
         student: the ``TinyLM`` to train (e.g. from :func:`convert_rope_to_path`); trained in place.
         teacher: the ``TinyLM`` to imitate (never changed; moved to ``device``).
@@ -463,7 +464,8 @@ def convert_and_distill(teacher: TinyLM, batches: Batches, *, stage1: TrainConfi
             -> (inputs [B, T], targets [B, T])`` or a list of batches); ``stage2_batches``, if given, feeds
             stage 2 instead (paper A used far more data in stage 2 than in stage 1).
         stage1, stage2: :class:`path_lib.training.loop.TrainConfig` of each stage.
-        attention, init, beta_init, forget_init, seed, **path_kwargs: as for :func:`convert_rope_to_path`.
+        attention, init, beta_init, forget_init, seed: as for :func:`convert_rope_to_path`.
+        **path_kwargs: as for :func:`convert_rope_to_path`.
         device: where the stages train (default cuda if available, else cpu).
 
     Returns:

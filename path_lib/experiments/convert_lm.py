@@ -11,15 +11,15 @@ chapter's corpus); optionally (``ff_mix``) part of every batch is flip-flop stri
 
 Every arm runs three phases on the same batches (per seed) with the same schedules:
 
-======================  ==========================  =========================  ===========================
+======================  ===========================  ==========================  ===========================
 arm                     phase 0 (``teacher_steps``)  phase 1 (``stage1_steps``)  phase 2 (``stage2_steps``)
-======================  ==========================  =========================  ===========================
-``RoPE teacher``        language modelling           (none: the reference)      (none)
-``RoPE continued``      the teacher's                language modelling         language modelling
-``PaTH scratch``        language modelling           language modelling         language modelling
-``PaTH converted``      the teacher's                attention MSE (stage 1)    KL to the teacher (stage 2)
-``PaTH-FoX converted``  the teacher's                attention MSE (stage 1)    KL to the teacher (stage 2)
-======================  ==========================  =========================  ===========================
+======================  ===========================  ==========================  ===========================
+``RoPE teacher``        language modelling           (none: the reference)       (none)
+``RoPE continued``      the teacher's                language modelling          language modelling
+``PaTH scratch``        language modelling           language modelling          language modelling
+``PaTH converted``      the teacher's                attention MSE (stage 1)     KL to the teacher (stage 2)
+``PaTH-FoX converted``  the teacher's                attention MSE (stage 1)     KL to the teacher (stage 2)
+======================  ===========================  ==========================  ===========================
 
 (``scratch_fox`` adds ``PaTH-FoX scratch``.) Every arm but the teacher thus has ``teacher_steps +
 stage1_steps + stage2_steps`` optimiser steps on the same batches with the same three-phase schedule:

@@ -158,8 +158,8 @@ def far_mass(model: TinyLM, tokens: torch.Tensor, distance: int) -> FarMass:
         tokens: ``[B, T]`` windows; the last position is the query (``T - 1`` earlier keys).
         distance: ``M``; far keys are those more than ``M`` tokens before the query.
     Returns:
-        ``{"far_mass": [n_layers, Hq, B], "bound": [n_layers, Hq, B] (NaN for SBA), "lam": [n_layers, Hq, B],
-        "n_near", "n_far", "softmax": [n_layers] bool}``.
+        dict: ``far_mass``, ``bound`` (NaN for SBA) and ``lam``, each ``[n_layers, Hq, B]``; ``n_near``,
+        ``n_far``; ``softmax``, ``[n_layers]`` bool.
     """
     if distance < 0:
         raise ValueError(f"distance must be >= 0, got {distance}")

@@ -208,7 +208,7 @@ def make_passkey(length: int, filler: torch.Tensor, generator: torch.Generator):
     """One passkey example of exactly ``length`` bytes: real code as the haystack, one needle line
     ``# the passkey is 48213`` at a uniformly random depth, and the same cue at the very end::
 
-        <code> \n# the passkey is 48213\n <code> \n# the passkey is 48213
+        <code> \\n# the passkey is 48213\\n <code> \\n# the passkey is 48213
 
     Args:
         length: bytes in the example (at least 64).

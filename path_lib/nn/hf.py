@@ -170,7 +170,7 @@ class PaTHCacheLayer(CacheLayerMixin):
 
 
 class PaTHDynamicCache(Cache):
-    """The cache of :class:`PaTHForCausalLM`: one :class:`PaTHCacheLayer` per layer, created as the layers
+    """The cache of :class:`PaTHForCausalLM`: one ``PaTHCacheLayer`` per layer, created as the layers
     first store a state. Works as ``past_key_values`` for :class:`path_lib.nn.layers.PaTHAttention` too."""
 
     def __init__(self, **kwargs):
@@ -196,7 +196,7 @@ class PaTHDynamicCache(Cache):
         layer.is_initialized = True
 
     def _layer(self, layer_idx: int) -> PaTHCacheLayer:
-        """Layer ``layer_idx``, a :class:`PaTHCacheLayer` (the only kind of layer this cache creates)."""
+        """Layer ``layer_idx``, a ``PaTHCacheLayer`` (the only kind of layer this cache creates)."""
         return cast(PaTHCacheLayer, self.layers[layer_idx])
 
 

@@ -747,7 +747,7 @@ ATTENTION_LAYERS: Dict[str, Callable[..., AttentionLayer]] = {
 
 
 def register_attention(name: str, factory: Callable[..., AttentionLayer]) -> None:
-    """Add an attention variant usable as ``TinyLM(attention=name)`` (factory(d_model, n_heads, **kw)).
+    """Add an attention variant usable as ``TinyLM(attention=name)`` (``factory(d_model, n_heads, **kw)``).
     ``name``: a non-empty str (an existing name is replaced); ``factory``: a callable."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty str, got {name!r}")

@@ -107,7 +107,7 @@ def _householder(w, beta):
 
 
 def householder_product(W: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
-    """The explicit product ``H_{L-1} ... H_1 H_0`` (later rows of ``W`` on the left).
+    """The explicit product ``H_{L-1} ⋯ H_1 H_0`` (later rows of ``W`` on the left).
 
     Args:
         W: ``[..., L, D]`` one direction per row.
@@ -124,7 +124,7 @@ def householder_product(W: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
 
 
 def ut_transform(W: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
-    """The UT-transform matrix ``T`` with ``I - W^T T W = H_{L-1} ... H_0``.
+    """The UT-transform matrix ``T`` with ``I - W^T T W = H_{L-1} ⋯ H_0``.
 
     ``T = (I + A)^{-1} diag(beta)`` with ``A = strictLower(diag(beta) W W^T)``; ``T`` is lower
     triangular. Solved by a triangular solve (forward substitution).

@@ -15,7 +15,8 @@ Conventions (one head, one sequence; multiply by ``B * H`` for a batch):
   phases); ``extra`` is everything in ``hbm`` except the inputs and the output; ``sram`` is the working
   set one program (one query block) keeps on chip at a time.
 
-Functions:
+Functions::
+
     block_lengths           lengths of the blocks that split a sequence
     flash_attention_cost    causal softmax attention, FlashAttention style (the SDPA baseline)
     path_blockwise_cost     PaTH's blockwise algorithm, as ``path_attention(impl="blockwise")`` runs it

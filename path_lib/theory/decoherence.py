@@ -17,8 +17,8 @@ and the score of the route is ``q^T P k``. The steps are i.i.d. random matrices 
 
 Closed forms that the simulations are checked against (``closed_form_mean_step``): E[Haar] = 0;
 E[householder] = I - E[beta] E[w w^T] = (1 - E[beta]/d) I; E[so2] per block = mean over tokens of the
-rotation, whose norm is |mean_v e^{i theta_v}|; E[rope] = the rotation itself (norm 1: no gap). For
-i.i.d. steps E[P_n] = E[M]^n (independence), so the mean transport decays like ||E[M]||^n.
+rotation, whose norm is ``|mean_v e^{i theta_v}|``; E[rope] = the rotation itself (norm 1: no gap). For
+i.i.d. steps E[P_n] = E[M]^n (independence), so the mean transport decays like ``||E[M]||^n``.
 
 Everything is vectorised over samples and seeded (``seed`` arguments; numpy ``default_rng``).
 """

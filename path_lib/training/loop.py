@@ -496,11 +496,12 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
     inside the optimizer step) and re-raises.
 
     Returns:
-        ``{"config", "history": [{"step", "loss", "lr"}], "evals": [{"step", name: metrics}], "final": {name:
-        metrics} (not for a run paused to be resumed), "steps_done", "steps_planned", "steps_requested",
-        "complete", "stopped_early", "tokens_seen", "final_lr", "final_train_loss" (mean of the last 10% of
-        steps), "train_seconds" (this call), "wall_seconds" (all calls), "calls", "data_seed",
-        "n_parameters", "skipped_steps": [{"step", "reason"}]}``.
+        dict: ``config``; ``history``, ``[{"step", "loss", "lr"}]``; ``evals``, ``[{"step", name: metrics}]``;
+        ``final``, ``{name: metrics}`` (not for a run paused to be resumed); ``steps_done``,
+        ``steps_planned``, ``steps_requested``, ``complete``, ``stopped_early``, ``tokens_seen``,
+        ``final_lr``, ``final_train_loss`` (mean of the last 10% of steps), ``train_seconds`` (this call),
+        ``wall_seconds`` (all calls), ``calls``, ``data_seed``, ``n_parameters``; ``skipped_steps``,
+        ``[{"step", "reason"}]``.
     """
     _check_train_args(model, sample, config, log_every=log_every, calibrate_steps=calibrate_steps,
                       stop_after_steps=stop_after_steps, time_limit_s=time_limit_s, deadline=deadline,

@@ -70,7 +70,7 @@ def _kernel_files():
 
 
 def sources_sha256() -> str:
-    """SHA-256 of the kernel files' raw bytes (:data:`_SOURCES` in order)."""
+    """SHA-256 of the kernel files' raw bytes (``_SOURCES`` in order)."""
     h = hashlib.sha256()
     for _, text in _kernel_files():
         h.update(text.encode())
@@ -111,7 +111,7 @@ def code_text(source: str) -> str:
 
 
 def code_sha256() -> str:
-    """SHA-256 of the kernels' code: :func:`code_text` of each of :data:`_SOURCES` in order, each
+    """SHA-256 of the kernels' code: :func:`code_text` of each of ``_SOURCES`` in order, each
     preceded by its file name."""
     h = hashlib.sha256()
     for name, text in _kernel_files():

@@ -10,7 +10,7 @@ heads, no backward. Two phases:
    per block j of ``BT`` tokens its UT matrix ``T_j``, the product ``T_j W_j``, the keys moved to the
    block's end ``K->_j`` and the queries moved to the block's start ``Q<-_j``
    (``path_lib.reference.householder``'s helpers).
-2. :func:`_teaching_fwd_kernel`, **Triton**: one program per (query block, batch * head). The diagonal
+2. ``_teaching_fwd_kernel``, **Triton**: one program per (query block, batch * head). The diagonal
    tile by the intra-block UT form, then a right-to-left loop over the earlier key blocks with an
    online softmax and the query update ``Q~ <- Q~ - (Q~ W_j^T)(T W)_j``. Every tile is converted to
    float32 when loaded and every accumulator is float32.
