@@ -28,7 +28,7 @@ import inspect
 import json
 import os
 import re
-from typing import Mapping, Optional, cast
+from typing import Mapping, Optional, Tuple, cast
 
 import torch
 import torch.nn as nn
@@ -252,7 +252,7 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         want_info = kwargs.pop("output_loading_info", False)
         model, info = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
                                               ignore_mismatched_sizes=True, **kwargs)
-        _check_loaded(model.config, saved, info, allow_mismatch)
+        _check_loaded(model.config, saved, info, allow_mismatch, model.state_dict().keys())
         return (model, info) if want_info else model
 
     def _init_weights(self, module):
@@ -434,8 +434,40 @@ def _structure(config) -> dict:
     return out
 
 
-def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: bool) -> None:
-    """Raise a ValueError naming the config field when the config in use does not describe the weights."""
+def _block(key: str) -> Optional[int]:
+    """The block a weight belongs to (``model.blocks.3.attn.q_proj.weight`` -> 3), or None."""
+    found = re.match(r"model\.blocks\.(\d+)\.", key)
+    return int(found.group(1)) if found else None
+
+
+def _misfit(config, missing: set, unexpected: set, weights) -> Tuple[Optional[str], str, str]:
+    """``(field, kind, key)``: the config field that explains the missing and left-over weights (None
+    where none does), and the weight that shows it, ``kind`` "missing" or "unexpected". The same answer
+    whatever order transformers lists them in: whole blocks absent or left over name
+    ``num_hidden_layers``, a forget gate's weights ``use_forget_gate``, the output head
+    ``tie_word_embeddings``, tried in that order over the sorted weight names. ``weights``: the
+    model's weight names."""
+    loaded_blocks = {_block(k) for k in weights if k not in missing} - {None}
+
+    def whole_block(kind: str, key: str) -> bool:
+        block = _block(key)
+        if block is None:
+            return False
+        return block >= config.num_hidden_layers if kind == "unexpected" else block not in loaded_blocks
+
+    rules = (("num_hidden_layers", whole_block), ("use_forget_gate", lambda kind, key: ".g_proj." in key),
+             ("tie_word_embeddings", lambda kind, key: key == "model.head.weight"))
+    problems = sorted([("missing", k) for k in missing] + [("unexpected", k) for k in unexpected])
+    for field, fits in rules:
+        for kind, key in problems:
+            if fits(kind, key):
+                return field, kind, key
+    return (None,) + problems[0]
+
+
+def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: bool, weights=()) -> None:
+    """Raise a ValueError naming the config field when the config in use does not describe the weights
+    (``weights``: the model's weight names)."""
     if saved is not None and not allow_mismatch:
         mine, theirs = _structure(config), _structure(saved)
         for name in _STRUCTURE:
@@ -443,17 +475,9 @@ def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: boo
                 raise ValueError(f"{name}={mine[name]!r} does not match the checkpoint, whose weights were made with "
                                  f"{name}={theirs[name]!r} (its config.json); loading would leave weights randomly "
                                  "initialised. Keep the checkpoint's value (or train a new model)")
-    problems = [("missing", k) for k in info.get("missing_keys", ())] + \
-               [("unexpected", k) for k in info.get("unexpected_keys", ())]
-    for kind, key in problems:
-        if ".g_proj." in key:
-            field = "use_forget_gate"
-        elif key == "model.head.weight":
-            field = "tie_word_embeddings"
-        elif re.match(r"model\.blocks\.\d+\.", key):
-            field = "num_hidden_layers"
-        else:
-            field = None
+    missing, unexpected = set(info.get("missing_keys", ())), set(info.get("unexpected_keys", ()))
+    if missing or unexpected:
+        field, kind, key = _misfit(config, missing, unexpected, weights)
         what = f"config field {field}={getattr(config, field)!r}" if field else "the config"
         where = "absent from the checkpoint" if kind == "missing" else "in the checkpoint but not in the model"
         raise ValueError(f"{what} does not match the checkpoint: weight {key} is {where}")
