@@ -75,7 +75,7 @@ the scale and on gradient recording: every rank must then pass the same scale an
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -124,12 +124,12 @@ def _blocks(kh, wh, bh, block_size):
     K_blk = [_boundary_adjusted_keys(kh[:, :, s:e], wh[:, :, s:e], Tb) for (s, e), Tb in zip(spans, Ts)]
     TW = [Tb @ wh[:, :, s:e] for (s, e), Tb in zip(spans, Ts)]
     S = torch.eye(D, dtype=kh.dtype, device=kh.device).expand(B, H, D, D)
-    K_chunk = [None] * len(spans)
+    K_chunk: List[torch.Tensor] = []                       # the blocks' keys, last block first
     for b in reversed(range(len(spans))):
         s, e = spans[b]
-        K_chunk[b] = K_blk[b] @ S.transpose(-1, -2)           # rows (S k)^T, S = later blocks' product
+        K_chunk.append(K_blk[b] @ S.transpose(-1, -2))        # rows (S k)^T, S = later blocks' product
         S = S @ _block_product(wh[:, :, s:e], bh[:, :, s:e], Ts[b])
-    K_end = torch.cat(K_chunk, dim=2) if spans else kh
+    K_end = torch.cat(K_chunk[::-1], dim=2) if spans else kh
     return spans, Ts, K_blk, TW, K_end, S
 
 
@@ -334,7 +334,10 @@ def _earlier_pass(Q, Gq, earlier, scale, n_rep, stats=None):
     Without ``stats``: ``(o [B, Hq, n, Dv], lse [B, Hq, n])`` of that part alone (online softmax). With
     ``stats = (lse, delta, do)`` of the merged output: the scalar ``sum p (do . v - delta)``, ``p = exp(s -
     lse)``, whose gradient in every input is this part's share of the true gradient."""
-    m = l = acc = gap = None
+    m: Optional[torch.Tensor] = None
+    l: Optional[torch.Tensor] = None
+    acc: Optional[torch.Tensor] = None
+    gap: Optional[torch.Tensor] = None
     sur = Q.new_zeros(())
     for c in range(len(earlier) - 1, -1, -1):
         K, V, P, Gc = earlier[c]
@@ -354,7 +357,11 @@ def _earlier_pass(Q, Gq, earlier, scale, n_rep, stats=None):
             m, l, acc = _online(m, l, acc, logits, V)
         if c:
             Q = Q @ _repeat(P, n_rep)
-    return sur if stats is not None else (acc / l[..., None], m + torch.log(l))
+    if stats is not None:
+        return sur
+    if m is None or l is None or acc is None:
+        raise ValueError("_earlier_pass needs at least one earlier chunk")
+    return acc / l[..., None], m + torch.log(l)
 
 
 class _KernelChunk(torch.autograd.Function):

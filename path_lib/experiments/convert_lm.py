@@ -49,7 +49,7 @@ import multiprocessing as mp
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
 import torch
 
@@ -530,7 +530,7 @@ def run_conversion(cfg: ConvConfig, seeds: Sequence[int] = (0, 1, 2), *, device=
     backend = backend or path_backend(device)
     if workers == 1:
         corpus = corpus or load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
-    res = {"config": asdict(cfg), "seeds": list(seeds), "arms": cfg.arms(), "corpus": corpus.info if corpus else None,
+    res: Dict[str, Any] = {"config": asdict(cfg), "seeds": list(seeds), "arms": cfg.arms(), "corpus": corpus.info if corpus else None,
            "device": str(device), "path_backend": backend, "paper": PAPER_A_CONVERSION, "runs": []}
 
     def collect(runs):

@@ -250,8 +250,9 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         saved = _saved_config(pretrained_model_name_or_path)
         allow_mismatch = kwargs.pop("ignore_mismatched_sizes", False)
         want_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
-                                              ignore_mismatched_sizes=True, **kwargs)
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
+                                         ignore_mismatched_sizes=True, **kwargs)
+        model, info = cast(Tuple["PaTHForCausalLM", dict], loaded)   # (output_loading_info=True)
         _check_loaded(model.config, saved, info, allow_mismatch, model.state_dict().keys())
         return (model, info) if want_info else model
 
@@ -265,8 +266,9 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
                     module.weight[:, 0, -1] += 1.0
         elif isinstance(module, (nn.Linear, nn.Embedding)):
             init.normal_(module.weight, std=0.02)
-            if getattr(module, "bias", None) is not None:
-                init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)
+            if bias is not None:
+                init.zeros_(bias)
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
