@@ -52,7 +52,8 @@ from ..validation import (FLOAT_DTYPES, check_bool, check_choice, check_finite, 
                           check_tokens, dtype_name, values_checked)
 from ..decoding import is_cache
 from .cache import select_state
-from .layers import BACKENDS, PaTHAttention
+from ..impl import CHOICES
+from .layers import PaTHAttention
 from .model import TinyLM
 
 __all__ = ["PaTHConfig", "PaTHForCausalLM", "PaTHDynamicCache", "from_fla_state_dict", "path_attention_from_fla"]
@@ -103,7 +104,7 @@ class PaTHConfig(PretrainedConfig):
         check_bool(use_forget_gate, "use_forget_gate")
         check_bool(use_cache, "use_cache")
         check_bool(tie_word_embeddings, "tie_word_embeddings")
-        check_choice(backend, "backend", BACKENDS)
+        check_choice(backend, "backend", CHOICES["path_layer"])
         self.vocab_size, self.hidden_size, self.num_hidden_layers = vocab_size, hidden_size, num_hidden_layers
         self.num_attention_heads, self.num_key_value_heads, self.head_dim = num_attention_heads, num_key_value_heads, head_dim
         self.mlp_ratio, self.use_forget_gate, self.w_rank, self.conv_size = mlp_ratio, use_forget_gate, w_rank, conv_size
