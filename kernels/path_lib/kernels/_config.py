@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from path_lib.hardware import A100, CPU, H200, SM86, T4, DeviceInfo  # noqa: F401  (the kernels' names for them)
+
 HEAD_DIMS = (32, 64, 128)
 
 
@@ -194,53 +196,8 @@ def env_overrides(environ=None) -> Overrides:
     return Overrides(text=tuple(text), **out)
 
 
-# ---- the device, as far as the configuration depends on it ------------------------------------
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """What the configuration reads off a device: its kind (``"cuda"`` or ``"cpu"``, the interpreter),
-    compute capability, opt-in shared memory per block (bytes) and multiprocessors (``sms``, read by
-    :func:`backward_slices`). ``key`` names a real device (its
-    ``str``, e.g. ``"cuda:0"``) and is what the out-of-resources fallback state is kept under; a device
-    described by hand (``H200``, ``A100``, ``T4``...) has none, so no fallback state applies to it."""
-    kind: str
-    capability: Tuple[int, int] = (0, 0)
-    smem: int = 0
-    name: str = ""
-    key: Optional[str] = None
-    sms: int = 0  # multiprocessors (0: not known; the backward then runs in one batch slice)
-
-    @staticmethod
-    def of(device) -> "DeviceInfo":
-        """The description of a ``torch.device`` (or its name), read through ``torch.cuda``."""
-        if isinstance(device, DeviceInfo):
-            return device
-        device = torch.device(device)
-        if device.type != "cuda":
-            return DeviceInfo(device.type, name="Triton interpreter", key=str(device))
-        props = torch.cuda.get_device_properties(device)
-        smem = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
-        cap = tuple(torch.cuda.get_device_capability(device))
-        return DeviceInfo("cuda", (int(cap[0]), int(cap[1])), int(smem), str(getattr(props, "name", "")),
-                          str(device), int(getattr(props, "multi_processor_count", 0) or 0))
-
-
-# devices described by hand (opt-in shared memory per block, compute capability), for configurations
-# asked without the device: kernels.blocking, benchmarks/compile_check.py, path_lib/speed.py. Only the
-# H200 has run the kernels
-H200 = DeviceInfo("cuda", (9, 0), 232448, "H100 / H200", sms=132)
-
-
-A100 = DeviceInfo("cuda", (8, 0), 166912, "A100", sms=108)
-
-
-SM86 = DeviceInfo("cuda", (8, 6), 101376, "sm_86 / sm_89")
-
-
-T4 = DeviceInfo("cuda", (7, 5), 65536, "T4", sms=40)
-
-
-CPU = DeviceInfo("cpu", name="Triton interpreter")
+# ---- the device: path_lib.hardware's description (DeviceInfo, and the devices described by hand:
+# H200, A100, SM86, T4, CPU), which the presets and estimates read too; the gate hashes its code ------
 
 
 # ---- the out-of-resources fallback state ------------------------------------------------------
