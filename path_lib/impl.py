@@ -71,14 +71,16 @@ _FALLBACK_WARNED = False
 
 def kernels_state() -> Tuple[bool, bool, str]:
     """``(importable, verified, why_not)`` of :mod:`path_lib.kernels` in this process: whether it imports
-    (Triton present), whether its code passed the recorded GPU sweep, and, when either is False, why."""
+    (Triton present), whether its code passed the recorded GPU sweep under this Triton version
+    (``GPU_VERIFIED``, :func:`path_lib.kernels.verification`), and, when either is False, why."""
     try:
         import path_lib.kernels as kernels
     except ImportError as e:
         return False, False, f"the kernels cannot be imported ({e})"
     if not kernels.GPU_VERIFIED:
-        return True, False, ("path_lib.kernels.GPU_VERIFIED is False: this kernel code has not passed the GPU "
-                             "correctness sweep (benchmarks/DESIGN.md, How to change a kernel)")
+        found = kernels.verification()
+        why = found.reason or "set so in this process"
+        return True, False, f"path_lib.kernels.GPU_VERIFIED is False: {why}"
     return True, True, ""
 
 
