@@ -47,8 +47,8 @@ import os
 from typing import Any, Dict, Mapping, Optional, Tuple, TypeVar
 
 __all__ = ["DeviceInfo", "H200", "A100", "SM86", "T4", "CPU", "GPURates", "GPUS", "FULL_MIN_CAPABILITY",
-           "FULL_MIN_MEMORY_GB", "FULL_MIN_SMS", "HARDWARE_CLASSES", "PresetRow", "PRESET_TABLE", "PRESET_NAMES",
-           "ATTAINED", "LAUNCH_S", "device", "describe_device", "hardware_class", "forced_preset", "preset_name",
+           "FULL_MIN_MEMORY_GB", "FULL_MIN_SMS", "HARDWARE_CLASSES", "PresetRow", "PRESET_TABLE", "PRESET_NAMES", "PRESET_SPELLINGS",
+           "ATTAINED", "LAUNCH_S", "device", "describe_device", "hardware_class", "canonical_preset", "forced_preset", "preset_name",
            "preset_row", "preset_sizes", "pick_preset", "complete_presets", "default_small", "compute_dtype",
            "estimate_seconds"]
 
@@ -217,17 +217,25 @@ def preset_row(name: str) -> PresetRow:
     raise ValueError(f"preset must be one of {PRESET_NAMES}, got {name!r}")
 
 
+#: What names a preset: a preset's own name, or a hardware class's for the preset that class gets
+#: (``t4`` for ``small``, ``cpu`` for ``tiny``); any case, spaces around ignored.
+PRESET_SPELLINGS: Dict[str, str] = {**{c: row.name for row in PRESET_TABLE for c in row.classes},
+                                    **{row.name: row.name for row in PRESET_TABLE}}
+
+
+def canonical_preset(name: str, what: str = "preset") -> str:
+    """The preset ``name`` names (:data:`PRESET_SPELLINGS`); anything else is a ValueError naming ``what``."""
+    key = str(name).strip().lower()
+    if key not in PRESET_SPELLINGS:
+        raise ValueError(f"{what} must be one of {tuple(PRESET_SPELLINGS)}, got {name!r}")
+    return PRESET_SPELLINGS[key]
+
+
 def forced_preset() -> Optional[str]:
-    """The preset ``PATH_BOOK_PRESET`` forces (a preset's name, or a hardware class's for the preset that
-    class gets), or None when unset. Any other value is a ValueError naming ``PATH_BOOK_PRESET``."""
-    forced = os.environ.get("PATH_BOOK_PRESET", "").strip().lower()
-    if not forced:
-        return None
-    for row in PRESET_TABLE:
-        if forced == row.name or forced in row.classes:
-            return row.name
-    accepted = PRESET_NAMES + tuple(c for row in PRESET_TABLE for c in row.classes if c not in PRESET_NAMES)
-    raise ValueError(f"PATH_BOOK_PRESET must be one of {accepted}, got {os.environ['PATH_BOOK_PRESET']!r}")
+    """The preset ``PATH_BOOK_PRESET`` forces (:func:`canonical_preset` of it), or None when unset. Any
+    other value is a ValueError naming ``PATH_BOOK_PRESET``."""
+    forced = os.environ.get("PATH_BOOK_PRESET", "")
+    return canonical_preset(forced, "PATH_BOOK_PRESET") if forced.strip() else None
 
 
 def preset_name(dev: Any = None) -> str:
