@@ -221,6 +221,26 @@ LAYERS = {"validation": 0, "theory": 0, "records": 0, "hardware": 0, "reference"
           "kernels": 3, "impl": 4, "distributed": 5, "nn": 5, "ledger": 5, "training": 6, "experiments": 7, "book": 8}
 
 
+def layer_chain() -> str:
+    """The layers as the documents draw them: from the top down, the parts of one layer joined by commas
+    (alphabetical), the layers by arrows (an arrow is "imports")."""
+    levels = sorted(set(LAYERS.values()), reverse=True)
+    return " -> ".join(", ".join(sorted(p for p in LAYERS if LAYERS[p] == level)) for level in levels)
+
+
+#: the documents that draw the layers (a line beginning with the top layer and an arrow)
+CHAIN_DOCUMENTS = ("README.md", "CONTRIBUTING.md", "path_lib/__init__.py")
+
+
+def test_the_documents_draw_the_layer_table():
+    chain = layer_chain()
+    assert chain.startswith("book -> experiments -> ") and chain.endswith("-> hardware, records, theory, validation")
+    for doc in CHAIN_DOCUMENTS:
+        drawn = [line.strip() for line in (ROOT / doc).read_text().splitlines()
+                 if line.strip().startswith(chain.split(" -> ")[0] + " -> ")]
+        assert drawn == [chain], (doc, drawn)
+
+
 def part(dotted: str) -> Optional[str]:
     """``path_lib.nn.layers`` -> ``"nn"``, ``path_lib.kernels._config`` -> ``"kernels"``, ``path_lib`` -> ``"path_lib"``."""
     parts = dotted.split(".")
