@@ -24,7 +24,8 @@ Layout (one subpackage per kind of code; an arrow is "imports"):
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
-    book -> experiments -> training -> distributed, ledger, nn -> impl -> decoding, kernels -> blockwise -> reference -> hardware, records, theory, validation
+    book -> experiments -> training -> distributed, ledger, nn -> impl -> decoding, kernels
+      -> blockwise -> reference -> hardware, records, theory, validation
     (the bottom layer imports nothing of path_lib; the references only compute, impl chooses)
 
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's

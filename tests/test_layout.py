@@ -228,7 +228,8 @@ def layer_chain() -> str:
     return " -> ".join(", ".join(sorted(p for p in LAYERS if LAYERS[p] == level)) for level in levels)
 
 
-#: the documents that draw the layers (a line beginning with the top layer and an arrow)
+#: the documents that draw the layers (a line beginning with the top layer and an arrow, continued on lines
+#: that begin with an arrow)
 CHAIN_DOCUMENTS = ("README.md", "CONTRIBUTING.md", "path_lib/__init__.py")
 
 
@@ -236,8 +237,13 @@ def test_the_documents_draw_the_layer_table():
     chain = layer_chain()
     assert chain.startswith("book -> experiments -> ") and chain.endswith("-> hardware, records, theory, validation")
     for doc in CHAIN_DOCUMENTS:
-        drawn = [line.strip() for line in (ROOT / doc).read_text().splitlines()
-                 if line.strip().startswith(chain.split(" -> ")[0] + " -> ")]
+        drawn: List[str] = []
+        for line in (ROOT / doc).read_text().splitlines():
+            line = line.strip()
+            if line.startswith(chain.split(" -> ")[0] + " -> "):
+                drawn.append(line)
+            elif line.startswith("-> ") and drawn:                 # a chain wrapped onto the next line
+                drawn[-1] += " " + line
         assert drawn == [chain], (doc, drawn)
 
 
