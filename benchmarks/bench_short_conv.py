@@ -45,7 +45,7 @@ def errors(layer, u, dw):
     weight = layer.w_conv.weight
     weight.grad = None
     with torch.autocast("cuda", torch.bfloat16):
-        w = layer._w_from_conv_input(u, left_context=False)
+        w = layer._w_from_conv_input(u, layer._plan(u), left_context=False)
     w.backward(dw)
     u64, wt64 = (x.detach().double().requires_grad_() for x in (u, weight))
     ref = short_conv_normalize_torch(u64, wt64, layer.n_kv_heads)
@@ -61,7 +61,7 @@ def timed(layer, u, dw, mode, warmup, rep):
 
     def run():
         with torch.autocast("cuda", torch.bfloat16), torch.set_grad_enabled(mode == "fwdbwd"):
-            w = layer._w_from_conv_input(leaf, left_context=False)
+            w = layer._w_from_conv_input(leaf, layer._plan(leaf), left_context=False)
         if mode == "fwdbwd":
             w.backward(dw)
     return triton.testing.do_bench(run, warmup=warmup, rep=rep, return_mode="median")

@@ -4,11 +4,11 @@ not a measurement (``benchmarks/run_chapters.py --installed --preset small`` on 
     PYTHONPATH=. python benchmarks/estimate_t4.py [--cpu-record benchmarks/results/chapter_times_tiny.json]
 
 Per page, from the CPU record of the book build (``run_chapters.py --installed --preset tiny``, same
-commit) and the page's own preset cells:
+commit) and the small preset's sizes, read from the library's tables (the preset table
+``path_lib.hardware.PRESET_TABLE`` and the experiments' ``PRESETS``; no notebook code runs here):
 
 * the cells whose work a preset sizes and that run on the GPU (:data:`WORK`): their operations, bytes
-  and kernel launches are *counted* for the small preset (the preset read from the cell, as
-  ``PATH_BOOK_PRESET=small`` picks it) and turned into seconds by
+  and kernel launches are *counted* for the small preset and turned into seconds by
   :func:`path_lib.hardware.estimate_seconds`, on a T4 and, for comparison, on an H200::
 
       seconds = flops / (peak rate * ATTAINED) + bytes / (bandwidth * ATTAINED) + launches * LAUNCH_S
@@ -24,9 +24,7 @@ tokens`` plus attention ``12 * B * T^2 * d`` per layer, doubled for PaTH; the at
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,65 +128,41 @@ def conversion_work(cfg, seeds=3):
     return dict(work=_add(*parts), precision="fp32")
 
 
-def _presets(module):
-    def get():
-        import importlib
-        return importlib.import_module(module).PRESETS
+def _sizes(key):
+    """The sizes ``key`` of :data:`path_lib.hardware.PRESET_TABLE` in a preset."""
+    def get(preset):
+        from path_lib.hardware import preset_sizes
+        return preset_sizes(key, preset=preset)
     return get
 
 
-#: page -> (the variable its preset cell assigns with pick_preset, a text of the cells whose work is
-#: counted, the counting function, where the cell's ``PRESETS`` comes from)
+def _experiment(module, task=None):
+    """An experiment's configuration in a preset: ``module.PRESETS[preset]`` (a task's, for the training
+    loop's table)."""
+    def get(preset):
+        import importlib
+        presets = importlib.import_module(module).PRESETS
+        return (presets[task] if task else presets)[preset]
+    return get
+
+
+#: page -> (a text of the cells whose work is counted, the counting function, the sizes it counts as a
+#: function of the preset's name: a row of the preset table or an experiment's configuration)
 WORK = {
-    "book/part2/05_expressivity": ("preset", 'train_task("flip_flop", att, preset', flip_flop_work,
-                                   _presets("path_lib.training.loop")),
-    "book/part3/06_blockwise": ("lengths", "timings[impl].append(best_time(", blockwise_timing_work, None),
-    "book/part3/08_decoding": ("n", "got = gpu.step(", decode_kernel_work, None),
-    "book/part3/09_precision": ("T_values", "errors[T, bmax, mode] =", precision_work, None),
-    "book/part4/12_lm_experiments": ("cfg", "live = run_experiment(live_cfg", lm_work,
-                                     _presets("path_lib.experiments.lm")),
-    "book/part4/12b_conversion": ("cfg", "live = run_conversion(live_cfg", conversion_work,
-                                  _presets("path_lib.experiments.convert_lm")),
+    "book/part2/05_expressivity": ('train_task("flip_flop", att, preset', flip_flop_work,
+                                   _experiment("path_lib.training.loop", "flip_flop")),
+    "book/part3/06_blockwise": ("timings[impl].append(best_time(", blockwise_timing_work, _sizes("blockwise.lengths")),
+    "book/part3/08_decoding": ("got = gpu.step(", decode_kernel_work, _sizes("decoding.kernel_steps")),
+    "book/part3/09_precision": ("errors[T, bmax, mode] =", precision_work, _sizes("precision.lengths")),
+    "book/part4/12_lm_experiments": ("live = run_experiment(live_cfg", lm_work, _experiment("path_lib.experiments.lm")),
+    "book/part4/12b_conversion": ("live = run_conversion(live_cfg", conversion_work,
+                                  _experiment("path_lib.experiments.convert_lm")),
 }
 
 
 def code_cells(page: str) -> dict:
     nb = json.loads((ROOT / f"{page}.ipynb").read_text())
     return {i: "".join(c["source"]) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"}
-
-
-def small_value(page: str, name: str, presets=None):
-    """The value the page's preset cell gives ``name`` with ``PATH_BOOK_PRESET=small``: that cell's
-    imports and assignments up to the one calling pick_preset, executed (nothing else of the page)."""
-    import torch
-
-    from path_lib.hardware import compute_dtype, pick_preset
-
-    def assigns(stmt):
-        names = {n.id for t in getattr(stmt, "targets", []) for n in ast.walk(t) if isinstance(n, ast.Name)}
-        return isinstance(stmt, ast.Assign) and name in names and "pick_preset" in ast.unparse(stmt.value)
-
-    for src in code_cells(page).values():
-        body = ast.parse("\n".join(line for line in src.splitlines() if not line.lstrip().startswith("%"))).body
-        last = next((k for k, stmt in enumerate(body) if assigns(stmt)), None)
-        if last is None:
-            continue
-        ns = dict(pick_preset=pick_preset, compute_dtype=compute_dtype, torch=torch)
-        if presets is not None:
-            ns["PRESETS"] = presets()
-        old = os.environ.get("PATH_BOOK_PRESET")
-        os.environ["PATH_BOOK_PRESET"] = "small"
-        try:
-            for stmt in body[:last + 1]:
-                if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign)):
-                    exec(compile(ast.Module([stmt], type_ignores=[]), page, "exec"), ns)
-        finally:
-            if old is None:
-                os.environ.pop("PATH_BOOK_PRESET")
-            else:
-                os.environ["PATH_BOOK_PRESET"] = old
-        return ns[name]
-    raise ValueError(f"{page}: no preset cell assigns {name!r} with pick_preset")
 
 
 def estimate_page(row: dict) -> dict:
@@ -201,9 +175,8 @@ def estimate_page(row: dict) -> dict:
     if page not in WORK:
         out.update(seconds=row["seconds"], basis="CPU seconds of the book build (no preset sizes GPU work here)")
         return out
-    name, marker, count, presets = WORK[page]
-    value = small_value(page, name, presets)
-    counted = count(value)
+    marker, count, sizes = WORK[page]
+    counted = count(sizes("small"))
     cells = [i for i, src in code_cells(page).items() if marker in src]
     if not cells:
         raise ValueError(f"{page}: no cell holds {marker!r}")

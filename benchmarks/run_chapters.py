@@ -41,8 +41,9 @@ from pathlib import Path
 from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
-PRESETS = ("tiny", "small", "full")
-ALIASES = {"t4": "small"}
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from path_lib.hardware import PRESET_SPELLINGS, canonical_preset  # noqa: E402  (the preset table's names)
 
 # Runs in the page's process: the code cells in order, each cell's seconds (and the failing cell) as
 # JSON lines into the file named by argv[1], so that a page that times out still leaves its cells.
@@ -72,14 +73,6 @@ def code_cells(path: Path) -> list:
     def plain(src):  # a plain shell has no GUI hooks: %matplotlib lines go (MPLBACKEND=Agg instead)
         return "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("%matplotlib"))
     return [(i, plain("".join(c["source"]))) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"]
-
-
-def canonical_preset(name: str) -> str:
-    """``tiny`` / ``small`` / ``full`` (``t4`` is ``small``); anything else is a ValueError."""
-    key = ALIASES.get(str(name).strip().lower(), str(name).strip().lower())
-    if key not in PRESETS:
-        raise ValueError(f"preset must be one of {PRESETS} (or 't4' for 'small'), got {name!r}")
-    return key
 
 
 def toc_pages(root: Path = ROOT) -> list:
@@ -287,7 +280,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pages", nargs="*", help="notebooks (default with --installed: every page of _toc.yml)")
     ap.add_argument("--installed", action="store_true", help="run from the built wheel, without a checkout")
-    ap.add_argument("--preset", action="append", default=None, help="tiny, small (t4) or full; repeatable")
+    ap.add_argument("--preset", action="append", default=None, help=f"one of {', '.join(PRESET_SPELLINGS)}; repeatable")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--json", default=None, help="(inside the checkout) the record to write")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per page (default 300; 3600 installed)")

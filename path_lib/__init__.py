@@ -5,7 +5,8 @@ Layout (one subpackage per kind of code; an arrow is "imports")::
     path_lib/
       __init__.py     the public API below
       validation.py   the argument checks every public entry point (and kernels/) uses
-      impl.py         path_attention over every implementation, and the one rule that picks the backend
+      impl.py         the one vocabulary of implementations and the one rule that picks one per call;
+                      path_attention over every implementation
       records.py      recorded results: the registry of current records, provenance, schemas, loading
       reference/      float64 references: householder (products, UT transform, boundary adjustments),
                       attention (path_attention explicit / parallel, NoPE / RoPE / ALiBi / FoX), sba
@@ -15,15 +16,17 @@ Layout (one subpackage per kind of code; an arrow is "imports")::
       distributed.py  context-parallel PaTH attention over a torch.distributed group
       nn/             layers (PaTHAttention and the baselines), model (TinyLM), rotations (paper B's variants),
                       padding, cache, sampling, hf (the transformers model)
-      hardware.py     the machine's class (cpu / t4 / full), its preset and floating-point format
+      hardware.py     the device description (DeviceInfo, the kernels' too), its class, the preset table
+                      (PRESET_TABLE) and the floating-point format
       training/       loop, state, cli (torchrun), tasks, corpus: training and its data
       ledger/         claims, evidence, stats, comparison: the papers' claims and what decides them
       experiments/    lm, constructions, farmass, convert, convert_lm (RoPE -> PaTH conversion)
       theory/         decoherence (length-extrapolation simulations), costs (operation and memory counts)
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
-    book -> experiments -> training -> nn, distributed, ledger -> impl -> decoding, kernels -> blockwise -> reference -> validation
-    (theory, hardware and records import nothing of path_lib; the references only compute, impl chooses)
+    book -> experiments -> training -> distributed, ledger, nn -> impl -> decoding, kernels
+      -> blockwise -> reference -> hardware, records, theory, validation
+    (the bottom layer imports nothing of path_lib; the references only compute, impl chooses)
 
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
 ``kernels/`` folder (the design keeps the three kinds of code apart in the tree), at its import path:

@@ -76,23 +76,22 @@ the scale and on gradient recording: every rank must then pass the same scale an
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 
 from .impl import resolve_backend
-from .validation import (check_block_size, check_bool, check_choice, check_int, check_path_params, check_qkv,
+from .validation import (check_block_size, check_bool, check_int, check_path_params, check_qkv,
                          check_scale, dtype_name as _name_dtype)
 from .reference.householder import (_block_product, _boundary_adjusted_keys, _boundary_adjusted_queries,
                                     _ut_transform)
 
 __all__ = ["context_parallel_path_attention", "chunked_path_attention", "context_parallel_costs",
-           "summary_numel", "CP_IMPLS"]
+           "summary_numel"]
 
 #: local work of a chunk: "blockwise" (the PyTorch scan, any device and dtype), "triton" (the kernels for
 #: the chunk's own keys, PyTorch for the earlier chunks'), "auto" (triton on CUDA when the kernels fit and
 #: are GPU-verified, else blockwise)
-CP_IMPLS = ("auto", "blockwise", "triton")
 
 _DTYPE_CODES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4}
 _FIELDS = ("B", "T_local", "Hq", "Hk", "D", "Dv", "has_g", "dtype", "scale", "grad", "valid")
@@ -125,12 +124,12 @@ def _blocks(kh, wh, bh, block_size):
     K_blk = [_boundary_adjusted_keys(kh[:, :, s:e], wh[:, :, s:e], Tb) for (s, e), Tb in zip(spans, Ts)]
     TW = [Tb @ wh[:, :, s:e] for (s, e), Tb in zip(spans, Ts)]
     S = torch.eye(D, dtype=kh.dtype, device=kh.device).expand(B, H, D, D)
-    K_chunk = [None] * len(spans)
+    K_chunk: List[torch.Tensor] = []                       # the blocks' keys, last block first
     for b in reversed(range(len(spans))):
         s, e = spans[b]
-        K_chunk[b] = K_blk[b] @ S.transpose(-1, -2)           # rows (S k)^T, S = later blocks' product
+        K_chunk.append(K_blk[b] @ S.transpose(-1, -2))        # rows (S k)^T, S = later blocks' product
         S = S @ _block_product(wh[:, :, s:e], bh[:, :, s:e], Ts[b])
-    K_end = torch.cat(K_chunk, dim=2) if spans else kh
+    K_end = torch.cat(K_chunk[::-1], dim=2) if spans else kh
     return spans, Ts, K_blk, TW, K_end, S
 
 
@@ -247,21 +246,19 @@ def _unpack(flat, B, L, Hq, Hk, D, Dv, gate):
 # ----------------------------------------------------------------------------------------------
 
 def _resolve_impl(impl: str, q: torch.Tensor, v: torch.Tensor) -> str:
-    """``"blockwise"`` or ``"triton"`` for ``impl`` (one of ``CP_IMPLS``) on these inputs, by
-    :func:`path_lib.impl.resolve_backend` with the chunk's own reason against the kernels; a named error
-    when ``"triton"`` is asked for and the kernels cannot run them."""
-    check_choice(impl, "impl", CP_IMPLS)
-    if impl == "blockwise":
-        return "blockwise"
+    """``"blockwise"`` or ``"triton"`` for ``impl`` (one of ``path_lib.impl.CHOICES["context_parallel"]``)
+    on these inputs, by :func:`path_lib.impl.resolve_backend` with the chunk's own reason against the
+    kernels; a named error when ``"triton"`` is asked for and the kernels cannot run them."""
     unfit = None
-    if impl == "triton" or q.is_cuda:
+    if impl != "blockwise" and (impl == "triton" or q.is_cuda):
         try:
             from path_lib.kernels.context import chunk_unfit
         except ImportError:
             pass                                          # resolve_backend names the import failure
         else:
             unfit = chunk_unfit(q, v)
-    return resolve_backend(impl, device=q.device, dtype=q.dtype, head_dim=q.shape[-1], unfit=unfit, name="impl")
+    return resolve_backend(impl, device=q.device, dtype=q.dtype, head_dim=q.shape[-1], unfit=unfit, name="impl",
+                           call="context_parallel")
 
 
 def _doubling_scan(A: torch.Tensor, suffix: bool) -> torch.Tensor:
@@ -335,7 +332,10 @@ def _earlier_pass(Q, Gq, earlier, scale, n_rep, stats=None):
     Without ``stats``: ``(o [B, Hq, n, Dv], lse [B, Hq, n])`` of that part alone (online softmax). With
     ``stats = (lse, delta, do)`` of the merged output: the scalar ``sum p (do . v - delta)``, ``p = exp(s -
     lse)``, whose gradient in every input is this part's share of the true gradient."""
-    m = l = acc = gap = None
+    m: Optional[torch.Tensor] = None
+    l: Optional[torch.Tensor] = None
+    acc: Optional[torch.Tensor] = None
+    gap: Optional[torch.Tensor] = None
     sur = Q.new_zeros(())
     for c in range(len(earlier) - 1, -1, -1):
         K, V, P, Gc = earlier[c]
@@ -355,7 +355,11 @@ def _earlier_pass(Q, Gq, earlier, scale, n_rep, stats=None):
             m, l, acc = _online(m, l, acc, logits, V)
         if c:
             Q = Q @ _repeat(P, n_rep)
-    return sur if stats is not None else (acc / l[..., None], m + torch.log(l))
+    if stats is not None:
+        return sur
+    if m is None or l is None or acc is None:
+        raise ValueError("_earlier_pass needs at least one earlier chunk")
+    return acc / l[..., None], m + torch.log(l)
 
 
 class _KernelChunk(torch.autograd.Function):
@@ -599,7 +603,7 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
             any data moves (see the module docstring). False compares only what the summaries' all-gather
             needs (validity, shapes, gate presence, dtype): a mismatch there is still the same
             ``ValueError`` on every rank, never a crash or a hang.
-        impl: the local work (``CP_IMPLS``): ``"blockwise"`` the PyTorch scan; ``"triton"`` the kernels for the
+        impl: the local work (``path_lib.impl.CHOICES["context_parallel"]``): ``"blockwise"`` the PyTorch scan; ``"triton"`` the kernels for the
             chunk's own keys (q in float16 / bfloat16 / float32, ``D`` in 32 / 64 / 128, ``Dv = D``, CUDA or
             ``TRITON_INTERPRET=1``) and PyTorch for the earlier chunks'; ``"auto"`` triton on CUDA when the
             kernels fit and are GPU-verified (``path_lib.kernels.GPU_VERIFIED``), else blockwise.

@@ -1,22 +1,31 @@
-"""Which size of an experiment this machine runs, and in which floating-point format.
+"""The machine: its description, its class, the preset it runs and its floating-point format.
 
-    from path_lib.hardware import pick_preset, compute_dtype
-    cfg = pick_preset(tiny=dict(T=64, steps=200), full=dict(T=1024, steps=5000),
-                      small=dict(T=256, steps=1000))
+    from path_lib.hardware import DeviceInfo, preset_sizes, pick_preset, compute_dtype
+    lengths = preset_sizes("blockwise.lengths")          # this machine's row of the preset table
     with torch.autocast("cuda", dtype=compute_dtype("cuda")): ...
 
-**Hardware classes** (:func:`hardware_class`, from :func:`describe_device`):
+**The device** (:class:`DeviceInfo`, :meth:`DeviceInfo.of`): one description of a GPU (or the CPU)
+for the whole library: what the presets and formats read (capability, memory, multiprocessors) and what
+the Triton kernels' launch configuration reads (shared memory per block, multiprocessors, a key for
+what the out-of-resources fallback learnt). :data:`H200`, :data:`A100`, :data:`SM86`, :data:`T4` and
+:data:`CPU` describe devices by hand (for a configuration or an estimate without the device).
 
-* ``"cpu"``: no CUDA device (the book build, laptops): the ``tiny`` preset.
+**Hardware classes** (:func:`hardware_class`):
+
+* ``"cpu"``: no CUDA device (the book build, laptops);
 * ``"t4"``: a small GPU, the free Colab tier's T4 and its like: compute capability below 8.0 (no
   bfloat16 arithmetic), or less than :data:`FULL_MIN_MEMORY_GB` of memory (a 24 GB card, a MIG slice),
-  or fewer than :data:`FULL_MIN_SMS` multiprocessors: the ``small`` preset.
-* ``"full"``: an Ampere or Hopper class GPU (A100, H100, H200): the ``full`` preset.
+  or fewer than :data:`FULL_MIN_SMS` multiprocessors;
+* ``"full"``: an Ampere or Hopper class GPU (A100, H100, H200).
 
-``PATH_BOOK_PRESET`` = ``tiny``, ``small`` (or ``t4``) or ``full`` forces a preset (a quick look on a
-GPU, the T4 sizes on a big GPU); any other non-empty value is a ValueError naming it. The library's
-experiment presets (:func:`path_lib.training.loop.task_preset`) and the book's chapters (through
-:mod:`path_lib.book.notebook`) share this rule.
+**Presets** are data: :data:`PRESET_TABLE` has one row per preset (its name, the hardware classes that
+get it, the format it computes in on its reference device, that device, and the sizes of the book's
+sized work by key). :func:`preset_name` is the preset this machine runs (``PATH_BOOK_PRESET`` forces one:
+a preset's name or a hardware class's, e.g. ``t4`` for ``small``; anything else is a ValueError naming
+it); :func:`preset_sizes` reads a row; :func:`pick_preset` picks among values a caller holds itself;
+:func:`complete_presets` gives an experiment's table of configurations a row for every preset. The
+chapters (through :mod:`path_lib.book.notebook`), the experiments' presets, the T4 estimate
+(``benchmarks/estimate_t4.py``) and the tests read this table.
 
 **Formats** (:func:`compute_dtype`): bfloat16 where the GPU computes it natively (capability 8.0 and
 up), float16 on older GPUs (a T4: float16 tensor cores, no bfloat16 ones), float32 on a CPU;
@@ -26,51 +35,85 @@ up), float16 on older GPUs (a T4: float16 tensor cores, no bfloat16 ones), float
 bytes of memory traffic, each divided by the GPU's peak rate from its data sheet (:data:`GPUS`) times
 :data:`ATTAINED` (the fraction of peak that small kernels reach), plus :data:`LAUNCH_S` per kernel
 launch. An estimate, not a measurement; compile times are not in it.
+
+This module imports nothing of the library (torch only inside functions).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
-from typing import Any, Optional, Tuple, TypeVar
+from typing import Any, Dict, Mapping, Optional, Tuple, TypeVar
 
-__all__ = ["DeviceInfo", "GPURates", "GPUS", "FULL_MIN_CAPABILITY", "FULL_MIN_MEMORY_GB", "FULL_MIN_SMS",
-           "PRESET_NAMES", "ATTAINED", "LAUNCH_S", "device", "describe_device", "hardware_class",
-           "forced_preset", "preset_name", "pick_preset", "default_small", "compute_dtype", "hardware",
+__all__ = ["DeviceInfo", "H200", "A100", "SM86", "T4", "CPU", "GPURates", "GPUS", "FULL_MIN_CAPABILITY",
+           "FULL_MIN_MEMORY_GB", "FULL_MIN_SMS", "HARDWARE_CLASSES", "PresetRow", "PRESET_TABLE", "PRESET_NAMES", "PRESET_SPELLINGS",
+           "ATTAINED", "LAUNCH_S", "device", "describe_device", "hardware_class", "canonical_preset", "forced_preset", "preset_name",
+           "preset_row", "preset_sizes", "pick_preset", "complete_presets", "default_small", "compute_dtype",
            "estimate_seconds"]
 
 P = TypeVar("P")
 
-#: A GPU below any of these is in the ``"t4"`` class (the ``small`` preset).
-FULL_MIN_CAPABILITY: Tuple[int, int] = (8, 0)
-FULL_MIN_MEMORY_GB: float = 30.0          # 24 GB cards (A10, L4, RTX 4090) report 22 to 24 GB: small
-FULL_MIN_SMS: int = 40                    # MIG slices and small cards
 
-#: Preset names, and the other names ``PATH_BOOK_PRESET`` accepts for them.
-PRESET_NAMES = ("tiny", "small", "full")
-_ALIASES = {"t4": "small"}
-_BY_CLASS = {"cpu": "tiny", "t4": "small", "full": "full"}
-
+# --- the device -------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class DeviceInfo:
-    """What the preset and format choices read of a device.
+    """A device as the library reads it.
 
-    ``kind``: ``"cpu"`` or ``"cuda"``; ``capability``: (major, minor) compute capability (None on a CPU);
-    ``memory_gb``: total memory in 10^9 bytes (None on a CPU); ``sms``: multiprocessor count.
+    ``kind``: ``"cuda"`` or ``"cpu"`` (any device that is not CUDA; the kernels run there only under the
+    Triton interpreter); ``capability``: (major, minor) compute capability, ``(0, 0)`` on a CPU; ``smem``:
+    opt-in shared memory per block in bytes; ``name``; ``key``: a real device's ``str`` (``"cuda:0"``),
+    under which the kernels' out-of-resources fallback keeps what it learnt (a device described by hand
+    has none, so no fallback state applies to it); ``sms``: multiprocessors; ``memory_gb``: total memory
+    in 10^9 bytes. ``smem``, ``sms`` and ``memory_gb`` are 0 where not known (the backward then runs in
+    one batch slice; the hardware class does not count them).
     """
 
     kind: str
+    capability: Tuple[int, int] = (0, 0)
+    smem: int = 0
     name: str = ""
-    capability: Optional[Tuple[int, int]] = None
-    memory_gb: Optional[float] = None
-    sms: Optional[int] = None
+    key: Optional[str] = None
+    sms: int = 0
+    memory_gb: float = 0.0
 
     def __post_init__(self):
         if self.kind not in ("cpu", "cuda"):
             raise ValueError(f"kind must be 'cpu' or 'cuda', got {self.kind!r}")
-        if self.kind == "cuda" and (self.capability is None or len(tuple(self.capability)) != 2):
-            raise ValueError(f"capability must be (major, minor) for a CUDA device, got {self.capability!r}")
+        cap = self.capability
+        if not (isinstance(cap, tuple) and len(cap) == 2 and all(isinstance(c, int) for c in cap)):
+            raise ValueError(f"capability must be (major, minor), two ints, got {cap!r}")
+        if self.kind == "cuda" and cap == (0, 0):
+            raise ValueError("capability must be (major, minor) for a CUDA device, got (0, 0)")
+
+    @staticmethod
+    def of(dev: Any) -> "DeviceInfo":
+        """The description of ``dev`` (a ``torch.device`` or its name; a DeviceInfo is returned as it is),
+        read through ``torch.cuda`` for a CUDA device."""
+        if isinstance(dev, DeviceInfo):
+            return dev
+        import torch
+
+        dev = torch.device(dev)
+        if dev.type != "cuda":
+            return DeviceInfo("cpu", name=dev.type, key=str(dev))
+        props = torch.cuda.get_device_properties(dev)
+        cap = tuple(torch.cuda.get_device_capability(dev))
+        return DeviceInfo("cuda", (int(cap[0]), int(cap[1])),
+                          int(getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024),
+                          str(getattr(props, "name", "")), str(dev), int(getattr(props, "multi_processor_count", 0) or 0),
+                          float(getattr(props, "total_memory", 0)) / 1e9)
+
+
+# Devices described by hand (opt-in shared memory per block, compute capability, multiprocessors), for
+# configurations and estimates asked without the device: kernels.blocking, benchmarks/compile_check.py,
+# the speed chapter, the preset table. Only the H200 has run the kernels.
+H200 = DeviceInfo("cuda", (9, 0), 232448, "H100 / H200", sms=132)
+A100 = DeviceInfo("cuda", (8, 0), 166912, "A100", sms=108)
+SM86 = DeviceInfo("cuda", (8, 6), 101376, "sm_86 / sm_89")
+T4 = DeviceInfo("cuda", (7, 5), 65536, "T4", sms=40)
+CPU = DeviceInfo("cpu", name="cpu")
 
 
 def device() -> str:
@@ -81,65 +124,157 @@ def device() -> str:
 
 
 def describe_device(dev: Any = None) -> DeviceInfo:
-    """The :class:`DeviceInfo` of ``dev`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or a
-    DeviceInfo, returned as it is); ``None``: the first CUDA device if one is visible, else the CPU."""
-    import torch
-
-    if isinstance(dev, DeviceInfo):
-        return dev
-    if dev is None:
-        dev = device()
+    """:meth:`DeviceInfo.of` ``dev`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or a
+    DeviceInfo); ``None``: the first CUDA device if one is visible, else the CPU."""
     try:
-        dev = torch.device(dev)
+        return DeviceInfo.of(device() if dev is None else dev)
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"dev must be a device ('cpu', 'cuda', 'cuda:0', torch.device), got {dev!r}") from e
-    if dev.type != "cuda":
-        return DeviceInfo("cpu", name="cpu")
-    props = torch.cuda.get_device_properties(dev.index if dev.index is not None else torch.cuda.current_device())
-    return DeviceInfo("cuda", name=props.name, capability=(props.major, props.minor),
-                      memory_gb=props.total_memory / 1e9, sms=props.multi_processor_count)
+
+
+# --- hardware classes -------------------------------------------------------------------------------
+
+#: A GPU below any of these is in the ``"t4"`` class.
+FULL_MIN_CAPABILITY: Tuple[int, int] = (8, 0)
+FULL_MIN_MEMORY_GB: float = 30.0          # 24 GB cards (A10, L4, RTX 4090) report 22 to 24 GB: small
+FULL_MIN_SMS: int = 40                    # MIG slices and small cards
+#: The hardware classes, smallest first.
+HARDWARE_CLASSES = ("cpu", "t4", "full")
 
 
 def hardware_class(dev: Any = None) -> str:
     """``"cpu"``, ``"t4"`` (a small GPU) or ``"full"`` (Ampere / Hopper class) for ``dev`` (as
     :func:`describe_device` takes it; a DeviceInfo simulates a device)."""
     info = describe_device(dev)
-    if info.kind == "cpu" or info.capability is None:          # (a CUDA DeviceInfo always has one)
+    if info.kind == "cpu":
         return "cpu"
-    small = (tuple(info.capability) < FULL_MIN_CAPABILITY
-             or (info.memory_gb is not None and info.memory_gb < FULL_MIN_MEMORY_GB)
-             or (info.sms is not None and info.sms < FULL_MIN_SMS))
+    small = (info.capability < FULL_MIN_CAPABILITY
+             or 0 < info.memory_gb < FULL_MIN_MEMORY_GB
+             or 0 < info.sms < FULL_MIN_SMS)
     return "t4" if small else "full"
 
 
+# --- presets ----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class PresetRow:
+    """One preset: ``name``; ``classes``, the hardware classes that get it; ``dtype``, the format it
+    computes in on its reference ``device`` (:func:`compute_dtype` there), the device its sizes are chosen
+    for and the estimates assume; ``sizes``, the book's sized work by key (``"<page>.<what>"``: a
+    chapter's lengths, shapes, step counts)."""
+
+    name: str
+    classes: Tuple[str, ...]
+    dtype: str
+    device: DeviceInfo
+    sizes: Mapping[str, Any]
+
+
+#: The presets, smallest first: one row each. tiny: a CPU inside the book build (seconds per cell);
+#: small: a T4-class GPU, the free Colab tier (a few minutes per chapter: benchmarks/estimate_t4.py);
+#: full: one A100 / H100 / H200. A new preset is a new row (and a class for it in hardware_class).
+PRESET_TABLE: Tuple[PresetRow, ...] = (
+    PresetRow("tiny", ("cpu",), "float32", CPU, {
+        "blockwise.lengths": [256, 512, 1024, 2048],
+        "kernel.teaching_check": dict(B=1, T=100, H=2, D=32),
+        "kernel.launch": dict(B=1, T=100, H=2, D=32, block_size=16, seg_blocks=2),
+        "decoding.prompt_lengths": [256, 512, 1024],
+        "decoding.cache_lengths": [512, 2048, 8192],
+        "decoding.kernel_steps": 12,
+        "precision.product_length": 1024,
+        "precision.lengths": [256, 1024, 4096],
+    }),
+    PresetRow("small", ("t4",), "float16", T4, {
+        "blockwise.lengths": [1024, 2048, 4096, 8192],
+        "kernel.teaching_check": dict(B=2, T=1000, H=4, D=64),
+        "kernel.launch": dict(B=2, T=1024, H=4, D=64, block_size=None, seg_blocks=None),
+        "decoding.prompt_lengths": [256, 512, 1024],          # measured on the CPU: tiny's
+        "decoding.cache_lengths": [512, 2048, 8192],          # measured on the CPU: tiny's
+        "decoding.kernel_steps": 200,
+        "precision.product_length": 1024,
+        "precision.lengths": [1024, 4096, 8192],
+    }),
+    PresetRow("full", ("full",), "bfloat16", H200, {
+        "blockwise.lengths": [1024, 2048, 4096, 8192],
+        "kernel.teaching_check": dict(B=2, T=1000, H=4, D=64),
+        "kernel.launch": dict(B=2, T=1024, H=4, D=64, block_size=None, seg_blocks=None),
+        "decoding.prompt_lengths": [1024, 2048, 4096],
+        "decoding.cache_lengths": [1024, 4096, 16384, 65536],
+        "decoding.kernel_steps": 200,
+        "precision.product_length": 4096,
+        "precision.lengths": [1024, 4096, 8192],
+    }),
+)
+#: The presets' names, smallest first.
+PRESET_NAMES = tuple(row.name for row in PRESET_TABLE)
+
+
+def preset_row(name: str) -> PresetRow:
+    """The row of :data:`PRESET_TABLE` named ``name``."""
+    for row in PRESET_TABLE:
+        if row.name == name:
+            return row
+    raise ValueError(f"preset must be one of {PRESET_NAMES}, got {name!r}")
+
+
+#: What names a preset: a preset's own name, or a hardware class's for the preset that class gets
+#: (``t4`` for ``small``, ``cpu`` for ``tiny``); any case, spaces around ignored.
+PRESET_SPELLINGS: Dict[str, str] = {**{c: row.name for row in PRESET_TABLE for c in row.classes},
+                                    **{row.name: row.name for row in PRESET_TABLE}}
+
+
+def canonical_preset(name: str, what: str = "preset") -> str:
+    """The preset ``name`` names (:data:`PRESET_SPELLINGS`); anything else is a ValueError naming ``what``."""
+    key = str(name).strip().lower()
+    if key not in PRESET_SPELLINGS:
+        raise ValueError(f"{what} must be one of {tuple(PRESET_SPELLINGS)}, got {name!r}")
+    return PRESET_SPELLINGS[key]
+
+
 def forced_preset() -> Optional[str]:
-    """The preset ``PATH_BOOK_PRESET`` forces (``"tiny"``, ``"small"``, ``"full"``), or None when unset.
-    Any other value is a ValueError naming ``PATH_BOOK_PRESET``."""
-    forced = os.environ.get("PATH_BOOK_PRESET", "").strip().lower()
-    if not forced:
-        return None
-    forced = _ALIASES.get(forced, forced)
-    if forced not in PRESET_NAMES:
-        raise ValueError(f"PATH_BOOK_PRESET must be 'tiny', 'small' (or 't4') or 'full', "
-                         f"got {os.environ['PATH_BOOK_PRESET']!r}")
-    return forced
+    """The preset ``PATH_BOOK_PRESET`` forces (:func:`canonical_preset` of it), or None when unset. Any
+    other value is a ValueError naming ``PATH_BOOK_PRESET``."""
+    forced = os.environ.get("PATH_BOOK_PRESET", "")
+    return canonical_preset(forced, "PATH_BOOK_PRESET") if forced.strip() else None
 
 
 def preset_name(dev: Any = None) -> str:
-    """The preset this machine runs: ``PATH_BOOK_PRESET`` if set, else by :func:`hardware_class`."""
-    return forced_preset() or _BY_CLASS[hardware_class(dev)]
+    """The preset this machine runs: ``PATH_BOOK_PRESET`` if set, else the row whose classes hold
+    :func:`hardware_class`."""
+    forced = forced_preset()
+    if forced:
+        return forced
+    cls = hardware_class(dev)
+    return next(row.name for row in PRESET_TABLE if cls in row.classes)
 
 
-def pick_preset(tiny: P, full: P, small: Optional[P] = None, *, dev: Any = None) -> P:
-    """``tiny`` on a CPU (the book build), ``small`` on a T4-class GPU, ``full`` on an Ampere / Hopper
-    class one (:func:`hardware_class`); ``PATH_BOOK_PRESET`` forces one. Without ``small``, a small GPU
-    gets :func:`default_small` of ``tiny`` and ``full``. ``dev`` simulates a device (a DeviceInfo)."""
-    name = preset_name(dev)
-    if name == "tiny":
-        return tiny
-    if name == "full":
-        return full
-    return default_small(tiny, full) if small is None else small
+def preset_sizes(key: str, dev: Any = None, *, preset: Optional[str] = None) -> Any:
+    """The sizes ``key`` has in the preset this machine runs (:func:`preset_name` of ``dev``), or in
+    ``preset``: a copy (the caller may change it)."""
+    row = preset_row(preset or preset_name(dev))
+    if key not in row.sizes:
+        raise ValueError(f"key must be one of {sorted(row.sizes)}, got {key!r}")
+    return copy.deepcopy(row.sizes[key])
+
+
+def pick_preset(tiny: P, full: P, small: Optional[P] = None, *, dev: Any = None, **others: P) -> P:
+    """The value of the preset this machine runs (:func:`preset_name`) among values a caller holds
+    itself: ``tiny``, ``small``, ``full`` and any other preset by name. A preset without a value gets
+    :func:`default_small` of ``tiny`` and ``full``. ``dev`` simulates a device (a DeviceInfo)."""
+    given: Dict[str, Optional[P]] = dict(tiny=tiny, small=small, full=full, **others)
+    value = given.get(preset_name(dev))
+    return default_small(tiny, full) if value is None else value
+
+
+def complete_presets(configs: Mapping[str, P]) -> Dict[str, P]:
+    """``configs`` (preset name -> an experiment's configuration, ``"tiny"`` and ``"full"`` at least)
+    with every preset of :data:`PRESET_TABLE` it lacks set to :func:`default_small` of tiny and full;
+    other entries (named experiments such as ``"equal"``) kept."""
+    out = dict(configs)
+    for name in PRESET_NAMES:
+        if name not in out:
+            out[name] = default_small(configs["tiny"], configs["full"])
+    return out
 
 
 def _between_ints(a: int, b: int) -> int:
@@ -193,17 +328,11 @@ def compute_dtype(dev: Any = None):
         raise ValueError(f"PATH_BOOK_DTYPE must be 'float16', 'bfloat16' or 'float32', "
                          f"got {os.environ['PATH_BOOK_DTYPE']!r}")
     info = describe_device(dev)
-    if info.kind == "cpu" or info.capability is None:          # (a CUDA DeviceInfo always has one)
+    if info.kind == "cpu":
         return torch.float32
     if forced:
         return getattr(torch, _DTYPE_NAMES[forced])
-    return torch.bfloat16 if tuple(info.capability) >= (8, 0) else torch.float16
-
-
-def hardware() -> str:
-    """``"full"`` on an Ampere / Hopper class GPU, ``"tiny"`` otherwise (CPU, and a T4-class GPU, for
-    the library's task presets, which have no small size); ``PATH_BOOK_PRESET=full`` forces ``"full"``."""
-    return pick_preset(tiny="tiny", full="full", small="tiny")
+    return torch.bfloat16 if info.capability >= (8, 0) else torch.float16
 
 
 # --- time estimates ---------------------------------------------------------------------------------

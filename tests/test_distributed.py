@@ -170,10 +170,10 @@ def test_self_check_on_two_ranks():
 
 
 def test_impl_choice_is_checked():
-    """impl must be one of CP_IMPLS; impl='triton' names why the kernels cannot run these inputs (float64, a
+    """impl must be one of path_lib.impl.CHOICES["context_parallel"]; impl='triton' names why the kernels cannot run these inputs (float64, a
     head dim they do not take, no GPU and no interpreter); 'auto' on the CPU is the blockwise scan."""
-    from path_lib.distributed import CP_IMPLS
-    assert CP_IMPLS == ("auto", "blockwise", "triton")
+    from path_lib.impl import CHOICES
+    assert CHOICES["context_parallel"] == ("auto", "blockwise", "triton")
     full = random_path_inputs(B=1, T=8, Hq=2, D=4, seed=3)
     with pytest.raises(ValueError, match="impl"):
         chunked_path_attention(*full, n_chunks=2, impl="kernels")

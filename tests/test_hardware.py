@@ -8,12 +8,12 @@ from path_lib import hardware as hw
 from path_lib.hardware import DeviceInfo
 
 CPU = DeviceInfo("cpu")
-T4 = DeviceInfo("cuda", "Tesla T4", (7, 5), 15.8, 40)
-V100_32 = DeviceInfo("cuda", "Tesla V100-SXM2-32GB", (7, 0), 34.1, 80)
-L4 = DeviceInfo("cuda", "NVIDIA L4", (8, 9), 24.2, 58)
-A100 = DeviceInfo("cuda", "NVIDIA A100-SXM4-40GB", (8, 0), 42.4, 108)
-H200 = DeviceInfo("cuda", "NVIDIA H200", (9, 0), 150.1, 132)
-MIG = DeviceInfo("cuda", "NVIDIA H100 MIG 1g.10gb", (9, 0), 10.7, 16)
+T4 = DeviceInfo("cuda", (7, 5), name="Tesla T4", memory_gb=15.8, sms=40)
+V100_32 = DeviceInfo("cuda", (7, 0), name="Tesla V100-SXM2-32GB", memory_gb=34.1, sms=80)
+L4 = DeviceInfo("cuda", (8, 9), name="NVIDIA L4", memory_gb=24.2, sms=58)
+A100 = DeviceInfo("cuda", (8, 0), name="NVIDIA A100-SXM4-40GB", memory_gb=42.4, sms=108)
+H200 = DeviceInfo("cuda", (9, 0), name="NVIDIA H200", memory_gb=150.1, sms=132)
+MIG = DeviceInfo("cuda", (9, 0), name="NVIDIA H100 MIG 1g.10gb", memory_gb=10.7, sms=16)
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def test_this_machine_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is visible")
     assert hw.describe_device().kind == "cpu"
-    assert hw.describe_device("cpu") == DeviceInfo("cpu", name="cpu")
+    assert hw.describe_device("cpu") == DeviceInfo("cpu", name="cpu", key="cpu")
     assert hw.compute_dtype() is torch.float32 and hw.compute_dtype(torch.device("cpu")) is torch.float32
     assert hw.preset_name() == "tiny"
 
@@ -62,7 +62,8 @@ def test_pick_preset_by_device():
     assert hw.pick_preset(tiny, full, dev=T4) is tiny      # nothing to interpolate: tiny's
 
 
-@pytest.mark.parametrize("value, name", [("tiny", "tiny"), ("small", "small"), ("T4", "small"), (" full ", "full")])
+@pytest.mark.parametrize("value, name", [("tiny", "tiny"), ("small", "small"), ("T4", "small"), (" full ", "full"),
+                                         ("cpu", "tiny")])
 def test_forced_preset(monkeypatch, value, name):
     monkeypatch.setenv("PATH_BOOK_PRESET", value)
     presets = dict(tiny=[1], small=[2], full=[3])
@@ -78,13 +79,51 @@ def test_forced_preset_must_be_known(monkeypatch, value):
         hw.pick_preset(1, 3, 2, dev=CPU)
 
 
-def test_hardware_names_the_task_presets(monkeypatch):
-    # the library's task presets have tiny and full only: a small GPU runs tiny
-    assert hw.hardware() == ("full" if hw.hardware_class() == "full" else "tiny")
-    monkeypatch.setenv("PATH_BOOK_PRESET", "small")
-    assert hw.hardware() == "tiny"
-    monkeypatch.setenv("PATH_BOOK_PRESET", "full")
-    assert hw.hardware() == "full"
+def test_the_task_presets_follow_the_machines_preset(monkeypatch):
+    """The library's experiment presets have a row for every preset of the table, and task_preset picks
+    the machine's (one rule: no second preset rule for the experiments)."""
+    from path_lib.experiments import convert_lm, lm
+    from path_lib.training.loop import PRESETS, task_preset
+    for table in [*PRESETS.values(), lm.PRESETS, convert_lm.PRESETS]:
+        assert set(hw.PRESET_NAMES) <= set(table)
+    for name in hw.PRESET_NAMES:
+        monkeypatch.setenv("PATH_BOOK_PRESET", name)
+        assert task_preset("a5") == PRESETS["a5"][name]
+
+
+def test_the_preset_table():
+    """Each preset's reference device belongs to a class that gets it and computes in its format; every
+    class gets exactly one preset; every row sizes the same work."""
+    classes = [c for row in hw.PRESET_TABLE for c in row.classes]
+    assert sorted(classes) == sorted(hw.HARDWARE_CLASSES)
+    for row in hw.PRESET_TABLE:
+        assert hw.hardware_class(row.device) in row.classes
+        assert hw.compute_dtype(row.device) is getattr(torch, row.dtype)
+        assert hw.preset_name(row.device) == row.name
+        assert row.sizes.keys() == hw.PRESET_TABLE[0].sizes.keys()
+    assert hw.PRESET_NAMES == ("tiny", "small", "full")
+    lengths = hw.preset_sizes("blockwise.lengths", T4)
+    lengths.append(1)                                            # a copy: the table is unchanged
+    assert hw.preset_sizes("blockwise.lengths", preset="small")[-1] != 1
+    with pytest.raises(ValueError, match="key must be one of"):
+        hw.preset_sizes("no.such.sizes")
+    with pytest.raises(ValueError, match="preset must be one of"):
+        hw.preset_sizes("blockwise.lengths", preset="huge")
+
+
+def test_the_kernels_describe_the_devices_as_the_library_does():
+    """The kernels' configuration keeps its own copy of the device description until their next GPU
+    sweep (it is hashed code: moving it voids the verified sweep; benchmarks/DESIGN.md). Until then
+    every field the two share must agree, for every device described by hand, and each kernels'
+    device classifies as the library's does."""
+    kernels = pytest.importorskip("path_lib.kernels")
+    shared = ("kind", "capability", "smem", "sms", "key")
+    for name in ("H200", "A100", "SM86", "T4"):
+        ours, theirs = getattr(hw, name), getattr(kernels, name)
+        assert [getattr(ours, f) for f in shared] == [getattr(theirs, f) for f in shared], name
+    assert [hw.hardware_class(hw.DeviceInfo.of(d) if isinstance(d, str) else
+                              hw.DeviceInfo(d.kind, d.capability, d.smem, d.name, d.key, d.sms))
+            for d in (kernels.CPU, kernels.T4, kernels.A100, kernels.H200)] == ["cpu", "t4", "full", "full"]
 
 
 def test_default_small_between_tiny_and_full():
@@ -117,7 +156,9 @@ def test_describe_device_rejects_a_non_device():
     with pytest.raises(ValueError, match="kind must be"):
         DeviceInfo("tpu")
     with pytest.raises(ValueError, match="capability"):
-        DeviceInfo("cuda", "x")
+        DeviceInfo("cuda")
+    with pytest.raises(ValueError, match="capability"):
+        DeviceInfo("cuda", [8, 0])
 
 
 def test_estimate_seconds_formula():
@@ -137,3 +178,49 @@ def test_estimate_seconds_formula():
         hw.estimate_seconds(1, 1, gpu="a100")
     with pytest.raises(ValueError, match="nbytes"):
         hw.estimate_seconds(1, -1)
+
+
+def _literal(node):
+    """A literal's value, ``dict(a=1, ...)`` of literals included; a ValueError for anything else."""
+    import ast
+    if isinstance(node, ast.Call) and ast.unparse(node.func) == "dict" and not node.args:
+        return {k.arg: _literal(k.value) for k in node.keywords}
+    return ast.literal_eval(node)
+
+
+def _literal_preset_calls():
+    """``(chapter, line, {preset: value})`` of every ``pick_preset(...)`` call in the chapters whose values
+    are literals (read from the source; nothing of a notebook runs)."""
+    import ast
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for nb in sorted((root / "book").rglob("*.ipynb")):
+        cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+        for cell in cells:
+            src = "\n".join("pass" if ln.lstrip().startswith(("%", "!")) else ln
+                            for ln in "".join(cell["source"]).split("\n"))
+            for n in ast.walk(ast.parse(src)):
+                if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("pick_preset"):
+                    try:
+                        values = {k.arg: _literal(k.value) for k in n.keywords if k.arg in hw.PRESET_NAMES}
+                    except ValueError:
+                        continue                                   # names a table of the library's: not literal
+                    yield nb.relative_to(root), n.lineno, values
+
+
+def test_chapters_that_hold_their_own_sizes_agree_with_the_preset_table():
+    """A chapter reads its sizes from the preset table (``preset_sizes``); where one still passes literal
+    sizes to ``pick_preset``, they must be a row's of the table, so that the estimate and the tests, which
+    read the table, count what the chapter runs."""
+    calls = list(_literal_preset_calls())
+    keys = hw.PRESET_TABLE[0].sizes.keys()
+    bad = []
+    for chapter, line, values in calls:
+        picked = {name: values.get(name) for name in hw.PRESET_NAMES}
+        if picked["small"] is None:
+            picked["small"] = hw.default_small(picked["tiny"], picked["full"])
+        if not any(all(hw.preset_sizes(key, preset=name) == v for name, v in picked.items()) for key in keys):
+            bad.append(f"{chapter} (cell line {line}): {values}")
+    assert not bad, "sizes the preset table does not hold:\n" + "\n".join(bad)

@@ -303,6 +303,21 @@ def test_from_pretrained_names_a_config_field_that_does_not_fit_the_weights(tmp_
         PaTHForCausalLM.from_pretrained(tmp_path)
 
 
+def test_the_misfit_field_does_not_depend_on_the_order_of_the_weights():
+    """A third block's weights (its forget gate's among them) name num_hidden_layers, whichever comes first
+    (transformers reports them as a set, whose order changes from run to run); a gate alone in every block
+    names use_forget_gate."""
+    from path_lib.nn.hf import _misfit
+    config = PaTHConfig(num_hidden_layers=3)                         # loaded over a 2-block checkpoint
+    weights = [f"model.blocks.{b}.attn.{name}.weight" for b in range(3) for name in ("q_proj", "g_proj")]
+    third = [w for w in weights if ".blocks.2." in w]
+    for order in (third, third[::-1]):
+        assert _misfit(config, dict.fromkeys(order), set(), weights)[0] == "num_hidden_layers"
+    gates = [w for w in weights if ".g_proj." in w]
+    for order in (gates, gates[::-1]):
+        assert _misfit(config, dict.fromkeys(order), set(), weights)[:2] == ("use_forget_gate", "missing")
+
+
 def test_from_pretrained_names_a_broken_config_file_and_dtype(tmp_path):
     _model().save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="dtype"):

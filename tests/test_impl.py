@@ -34,7 +34,7 @@ def _callers(monkeypatch):
     finally:
         sys.path.remove(str(ROOT / "scripts" / "experiments"))
     monkeypatch.setattr(run_synthetic, "_kernel_ok", lambda D: True)
-    return {"layer": PaTHAttention(128, 2, backend="auto")._resolve_backend(fake_cuda()),
+    return {"layer": PaTHAttention(128, 2, backend="auto")._plan(fake_cuda()).attention,
             "distributed": _resolve_impl("auto", fake_cuda(), fake_cuda()),
             "experiments.lm": path_backend("cuda"),
             "run_synthetic": run_synthetic.pick_path_backend("cuda", head_dims=(64,)),
@@ -83,16 +83,82 @@ def test_the_reference_module_only_computes():
 def _reads_the_gate(source: str) -> list:
     tree = ast.parse(source)
     return [n.lineno for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute) and n.attr in ("GPU_VERIFIED", "is_available")
-            and "kernels" in ast.unparse(n.value)
-            or isinstance(n, ast.alias) and n.name in ("GPU_VERIFIED", "is_available")]
+            if isinstance(n, ast.Attribute) and n.attr in GATE and "kernels" in ast.unparse(n.value)
+            or isinstance(n, ast.alias) and n.name in GATE]
 
 
-def test_no_other_library_module_reads_the_gate():
-    """Outside path_lib/impl.py and the kernels themselves, no library or experiment module reads
-    ``GPU_VERIFIED`` or ``is_available`` to choose an implementation."""
-    assert _reads_the_gate("import path_lib.kernels as kernels\nx = kernels.GPU_VERIFIED\n")   # the checker works
-    files = [p for base in ("path_lib", "scripts/experiments") for p in (ROOT / base).rglob("*.py")
-             if p.name != "impl.py" and "book" not in p.relative_to(ROOT).parts]
-    bad = [f"{p.relative_to(ROOT)}:{line}" for p in files for line in _reads_the_gate(p.read_text())]
+#: what tells whether the kernels may run: only path_lib/impl.py reads it
+GATE = ("GPU_VERIFIED", "is_available", "verification", "kernels_state")
+#: the names of implementations a list of choices is made of ("explicit" and "parallel", the reference's
+#: own two forms, are words of other lists too)
+NAMES = set(impl.IMPLEMENTATIONS) - {"explicit", "parallel"}
+
+
+def _decides(source: str, library: bool = True) -> list:
+    """Lines where ``source`` decides an implementation itself: reads the gate, holds a list of two or more
+    implementation names (a vocabulary of its own), or, in the ``library``, resolves ``"auto"`` by comparing
+    a ``backend`` or ``impl`` with it (a script may branch on its command line's "auto" to ask impl
+    with a check of its own)."""
+    found = set(_reads_the_gate(source))
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
+            words = {e.value for e in n.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            if len(words & NAMES) >= 2:
+                found.add(n.lineno)
+        if isinstance(n, ast.Compare):
+            sides = [n.left, *n.comparators]
+            auto = any(isinstance(x, ast.Constant) and x.value == "auto" for x in sides)
+            named = any(isinstance(x, (ast.Name, ast.Attribute)) and any(
+                w in ast.unparse(x).rsplit(".", 1)[-1] for w in ("backend", "impl")) for x in sides)
+            if auto and named and library:
+                found.add(n.lineno)
+    return sorted(found)
+
+
+def test_the_checker_finds_a_decision():
+    assert _decides("import path_lib.kernels as kernels\nx = kernels.GPU_VERIFIED\n")
+    assert _decides("from path_lib.impl import kernels_state\n")
+    assert _decides('BACKENDS = ("auto", "reference", "triton")\n')
+    assert _decides('check_choice(b, "backend", ["auto", "sdpa"])\n')
+    assert _decides('use = self.backend == "sdpa" or (self.backend == "auto" and x.is_cuda)\n')
+    assert not _decides('impl = "parallel" if exact else "blockwise"\nif plan.attention == "triton": pass\n')
+
+
+def test_no_other_module_decides_which_implementation_runs():
+    """Outside path_lib/impl.py (and the kernels themselves, which report their own state), no library, kernel
+    or experiment module reads the kernels' verification, names a list of implementations or resolves
+    ``"auto"`` itself: the layers, context parallelism, decoding, the Hugging Face model and the experiments
+    ask path_lib.impl."""
+    kernels_dir = ROOT / "kernels" / "path_lib" / "kernels"
+    files = [p for base in ("path_lib", "scripts/experiments", "kernels") for p in (ROOT / base).rglob("*.py")
+             if p.relative_to(ROOT) != Path("path_lib/impl.py") and p.parent != kernels_dir
+             and "book" not in p.relative_to(ROOT).parts]
+    assert any(p.name == "layers.py" for p in files) and any(p.name == "distributed.py" for p in files)
+    bad = [f"{p.relative_to(ROOT)}:{line}" for p in files
+           for line in _decides(p.read_text(), library=p.relative_to(ROOT).parts[0] != "scripts")]
     assert not bad, bad
+
+
+def test_every_choice_is_named_in_the_one_vocabulary():
+    from path_lib.reference import attention as reference
+    assert all(set(names) <= set(impl.IMPLEMENTATIONS) for names in impl.CHOICES.values())
+    assert set(reference.IMPLEMENTATIONS) <= set(impl.CHOICES["path_attention"])
+    for call, names in impl.CHOICES.items():
+        for name in names:
+            got = impl.resolve_backend(name, device="cpu", dtype=torch.float32, head_dim=64, call=call) \
+                if name != "triton" else "triton"
+            assert got in impl.IMPLEMENTATIONS
+
+
+def test_one_plan_per_forward(monkeypatch):
+    """A PaTH layer's forward (and a prefill) asks path_lib.impl once, whatever it runs on."""
+    from path_lib.nn import layers
+    calls = []
+    real = layers.plan_path
+    monkeypatch.setattr(layers, "plan_path", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    layer = PaTHAttention(16, 2, use_forget_gate=True)
+    x = torch.randn(2, 5, 16)
+    layer(x)
+    assert len(calls) == 1
+    layer(x, use_cache=True)
+    assert len(calls) == 2 and calls[-1]["batch"] == 2

@@ -20,26 +20,63 @@ def test_verified_flag_names_a_complete_passing_sweep():
             assert f"grid_{dt}_D{D}" in names
     assert {"varlen_bf16", "varlen_fp32", "long_T_forward", "transform_keys_to_end", "tiny_grad_bf16", "short_conv_bf16",
             "forward_only_D128_fp16_T1024", "forward_only_D128_bf16_T1700"} <= names
-    # the record is of this kernel code: its code hash, or (records made before the code hash was stored)
-    # the code at its commit
-    recorded = rec.get("kernel_code_sha256") or _code_sha256_at(rec["provenance"]["commit"])
-    assert recorded == path_lib.kernels._VERIFIED_CODE_SHA256
     assert all(c["ok"] for c in rec["cases"])
+    # the verified record names what the sweep ran: its code (both hashes), Triton version and GPU
+    verified, prov = path_lib.kernels.VERIFIED, rec["provenance"]
+    assert (rec["kernel_code_sha256"], rec["kernel_sources_sha256"]) == (verified["code_sha256"],
+                                                                          verified["sources_sha256"])
+    assert ".".join(prov["triton"].split(".")[:2]) == verified["triton"] and prov["device"] == verified["gpu"]
+    assert "H200" in prov["device"] and tuple(verified["capability"]) == (9, 0)
     # the commit as passed to the device run (PATH_BOOK_COMMIT): full or abbreviated (v6: 7 digits)
-    assert "H200" in rec["provenance"]["device"] and re.fullmatch(r"[0-9a-f]{7,40}", rec["provenance"]["commit"])
-    # the flag is True exactly when the code is the verified code (a code edit turns it off)
-    assert path_lib.kernels.GPU_VERIFIED == (path_lib.kernels.code_sha256() == path_lib.kernels._VERIFIED_CODE_SHA256)
-    assert isinstance(path_lib.kernels.GPU_VERIFIED, bool)
+    assert re.fullmatch(r"[0-9a-f]{7,40}", prov["commit"])
 
 
 def test_the_kernels_on_main_are_the_verified_ones():
     """Fails whenever the kernels' code differs from the code the last GPU sweep passed, so that an
-    unswept kernel change cannot land unnoticed (comments and docstrings may change freely)."""
+    unswept kernel change cannot land unnoticed (comments and docstrings may change freely). The Triton
+    version is the machine's: it decides GPU_VERIFIED, not this test."""
     import path_lib.kernels
-    assert path_lib.kernels.GPU_VERIFIED, (
-        "path_lib.kernels.GPU_VERIFIED is False: the kernel code changed since the sweep in path_lib.kernels.VERIFIED_BY. "
-        "Run the GPU sweep (PATH_BOOK_COMMIT=<commit> bash benchmarks/run_device.sh sweep) and update "
-        "_VERIFIED_CODE_SHA256 (benchmarks/DESIGN.md, How to change a kernel).")
+    assert path_lib.kernels.verification().code, (
+        "the kernel code changed since the sweep in path_lib.kernels.VERIFIED_BY. Run the GPU sweep "
+        "(PATH_BOOK_COMMIT=<commit> bash benchmarks/run_device.sh sweep) and update path_lib.kernels.VERIFIED "
+        "(benchmarks/DESIGN.md, How to change a kernel).")
+
+
+def test_gpu_verified_needs_the_swept_code_and_triton_version(monkeypatch):
+    """GPU_VERIFIED holds exactly when the code is the swept code and Triton's major.minor is the sweep's;
+    under another Triton the kernels say plainly that they are unverified there, and auto falls back
+    (a code hash and a Triton version are faked: the machine's own are whatever they are)."""
+    import path_lib.kernels as kernels
+    from path_lib import impl
+    assert kernels.GPU_VERIFIED is kernels.verification().verified
+    assert "sm_75) was not in the sweep" in kernels.verification().describe(kernels.T4)
+    assert "not in the sweep" not in kernels.verification().describe(kernels.H200)
+    swept = kernels.VERIFIED["triton"]
+    monkeypatch.setattr(kernels, "sources_sha256", lambda: "not the sweep's bytes")
+    for code in (kernels.VERIFIED["code_sha256"], "another code"):
+        monkeypatch.setattr(kernels, "code_sha256", lambda code=code: code)
+        for version, same in ((swept + ".0", True), (swept + ".1+git", True), ("2.0.0", False), ("", False)):
+            monkeypatch.setattr(kernels, "_triton_version", lambda version=version: version)
+            kernels.verification.cache_clear()
+            found = kernels.verification()
+            assert found.code == (code == kernels.VERIFIED["code_sha256"]) and found.triton == version
+            assert found.verified == (found.code and same) == kernels.GPU_VERIFIED
+            assert (found.reason == "") == found.verified and found.describe().startswith(
+                "verified" if found.verified else "unverified")
+            if found.code and not same:
+                assert f"unverified with Triton {version or '(none)'}" in found.reason and swept in found.reason
+                assert impl.kernels_state()[:2] == (True, False) and "Triton" in impl.kernels_state()[2]
+    kernels.verification.cache_clear()
+
+
+def test_the_gate_costs_nothing_at_import():
+    """Importing the kernels hashes nothing: the gate is read on first use (a fresh interpreter)."""
+    import subprocess
+    import sys
+    code = "import path_lib.kernels as k\nprint(k.verification.cache_info().currsize)\n"
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "0"
 
 
 def test_the_gate_ignores_comments_and_docstrings_but_not_code():
@@ -83,28 +120,14 @@ def test_speed_records_have_provenance_and_numbers(name):
     assert rec["rows"] and all(("ms" in r or "wall_ms" in r or "error" in r) for r in rec["rows"])
 
 
-def _code_sha256_at(commit):
-    """The kernels' code hash (path_lib.kernels.code_sha256) at ``commit``, from git."""
-    import hashlib
-    import subprocess
-    import path_lib.kernels
-    h = hashlib.sha256()
-    for name in path_lib.kernels._SOURCES:
-        out = subprocess.run(["git", "show", f"{commit}:kernels/{name}"], cwd=ROOT, capture_output=True, text=True)
-        if out.returncode:
-            pytest.skip(f"git cannot show {commit}:kernels/{name} (no history in this checkout)")
-        h.update(f"{name}\n".encode() + path_lib.kernels._sweep_spelling(path_lib.kernels.code_text(out.stdout)).encode())
-    return h.hexdigest()
-
-
 def test_the_recorded_benchmark_is_of_the_verified_kernels():
     """The current speed record (bench_path.json) timed the kernel sources that the sweep verified, or
     code declared timing-equivalent to them (path_lib.kernels.TIMING_EQUIVALENT, which the speed chapter prints):
-    it records their code hash, or (records before that hash was stored) its commit has that code."""
+    it records their code hash."""
     import path_lib.kernels
     bench = json.loads((ROOT / "benchmarks" / "results" / LATEST_BENCH).read_text())
-    recorded = bench.get("kernel_code_sha256") or _code_sha256_at(bench["provenance"]["commit"])
-    assert recorded == path_lib.kernels._VERIFIED_CODE_SHA256 or recorded in path_lib.kernels.TIMING_EQUIVALENT
+    recorded = bench["kernel_code_sha256"]
+    assert recorded == path_lib.kernels.VERIFIED["code_sha256"] or recorded in path_lib.kernels.TIMING_EQUIVALENT
     methods = {r["method"] for r in bench["rows"]}
     assert {"sdpa", "sdpa_flash", "ours_path", "ours_pathfox", "fla_path", "fla_pathfox"} <= methods
     assert {r["D"] for r in bench["rows"]} == {64, 128}
@@ -113,8 +136,8 @@ def test_the_recorded_benchmark_is_of_the_verified_kernels():
 
 def test_the_timing_equivalence_holds_in_its_records():
     """Each entry of ``TIMING_EQUIVALENT`` that cites A/B records (``bench_split_ab_*``) is what they show:
-    the earlier code and the verified code, timed on one GPU, differ by at most the percentage it states
-    (mean over rounds, every cell of ours)."""
+    the earlier code and the code it was compared with (the verified code when the entry was made), timed on
+    one GPU, differ by at most the percentage it states (mean over rounds, every cell of ours)."""
     import path_lib.kernels
     for old, why in path_lib.kernels.TIMING_EQUIVALENT.items():
         m = re.search(r"history/(bench_\w+?_ab)_\*\.json", why)
@@ -124,14 +147,14 @@ def test_the_timing_equivalence_holds_in_its_records():
         for path in sorted((ROOT / "benchmarks" / "results" / "history").glob(m.group(1) + "_*.json")):
             rec = json.loads(path.read_text())
             code = rec["kernel_code_sha256"]
-            assert code in (old, path_lib.kernels._VERIFIED_CODE_SHA256), path.name
             assert "H200" in rec["provenance"]["device"]
             for r in rec["rows"]:
                 if r["method"].startswith("ours") and r["ms"] is not None:
                     key = (r["D"], r["T"], r["mode"], r["method"])
                     times.setdefault(key, {}).setdefault(code, []).append(r["ms"])
-        assert times and all(len(v) == 2 for v in times.values())
-        worst = max(abs(sum(v[path_lib.kernels._VERIFIED_CODE_SHA256]) / sum(v[old]) - 1) for v in times.values())
+        assert times and all(len(v) == 2 and old in v for v in times.values())
+        worst = max(abs(sum(ms for c, ms in v.items() if c != old for ms in ms) / sum(v[old]) - 1)
+                    for v in times.values())
         stated = float(re.search(r"at most ([0-9.]+) %", why).group(1))
         assert 100 * worst <= stated, (worst, stated)
 
@@ -188,6 +211,6 @@ def test_design_describes_the_verified_kernels():
     import path_lib.kernels
     rec = json.loads((ROOT / path_lib.kernels.VERIFIED_BY).read_text())
     opening = (ROOT / "benchmarks" / "DESIGN.md").read_text().split("## ", 1)[0]
-    assert f"`{path_lib.kernels._VERIFIED_CODE_SHA256[:8]}...`" in opening
+    assert f"`{path_lib.kernels.VERIFIED['code_sha256'][:8]}...`" in opening
     assert f"commit {rec['provenance']['commit'][:7]}" in opening
     assert f"{rec['passed']} of {rec['total']}" in opening

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 import pkgutil
 import subprocess
@@ -36,28 +37,41 @@ EXTRAS_MODULES = set(BOOK_ONLY) | {"transformers", "triton"}
 
 
 # ----------------------------------------------------------------------------------------------
-# reading imports
+# the installed layout, and reading imports
 # ----------------------------------------------------------------------------------------------
 
+def installed_layout() -> List[Tuple[str, Path]]:
+    """``(package, folder)`` pairs of the installed layout, most specific first: ``pyproject.toml``'s
+    ``package-dir`` (``path_lib.kernels`` -> ``kernels/path_lib/kernels``), then every other package at its
+    own path (``path_lib`` -> ``path_lib``). What a wheel installs is what this test reads."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {name: ROOT / folder for name, folder in setuptools.get("package-dir", {}).items() if name}
+    pairs = [(name, mapped.get(name, ROOT.joinpath(*name.split(".")))) for name in setuptools["packages"]]
+    return sorted(pairs, key=lambda pair: -len(pair[1].parts))
+
+
+LAYOUT = installed_layout()
+
+
 def module_name(path: Path) -> Tuple[Optional[str], bool]:
-    """Dotted name of a file of ``path_lib`` or ``path_lib.kernels`` (None for scripts and tests), and whether it
-    is a package's ``__init__``."""
-    rel = path.resolve().relative_to(ROOT).with_suffix("")
-    if rel.parts[0] not in ("path_lib", "kernels"):
-        return None, False
-    parts = rel.parts[1:] if rel.parts[0] == "kernels" else rel.parts    # kernels/ holds path_lib/kernels/
-    if rel.name == "__init__":
-        return ".".join(parts[:-1]), True
-    return ".".join(parts), False
+    """Dotted name of a file of ``path_lib`` or ``path_lib.kernels`` as installed (None for scripts and tests),
+    and whether it is a package's ``__init__``."""
+    path = path.resolve().with_suffix("")
+    for package, folder in LAYOUT:
+        if path.parent == folder:
+            if path.name == "__init__":
+                return package, True
+            return f"{package}.{path.name}", False
+    return None, False
 
 
 def _source_dir(dotted: str) -> Path:
-    """The folder or file stem of a dotted name in this repository (``path_lib.kernels`` lives in
-    ``kernels/path_lib/kernels/``)."""
-    parts = dotted.split(".")
-    if parts[:2] == ["path_lib", "kernels"]:
-        parts = ["kernels"] + parts
-    return ROOT.joinpath(*parts)
+    """The folder or file stem of a dotted name in this repository, by the installed layout (``path_lib.kernels``
+    lives in ``kernels/path_lib/kernels/``)."""
+    for package, folder in LAYOUT:
+        if dotted == package or dotted.startswith(package + "."):
+            return folder.joinpath(*dotted[len(package):].split(".")[1:])
+    return ROOT.joinpath(*dotted.split("."))
 
 
 def _is_module(dotted: str) -> bool:
@@ -127,8 +141,9 @@ def _files(suffix: str) -> List[Path]:
 
 
 def library_files() -> List[Path]:
-    return [p for p in _files(".py") if p.relative_to(ROOT).parts[0] in ("path_lib", "kernels")
-            and p.relative_to(ROOT).parts[:2] != ("path_lib", "book")]
+    """The library's files as installed (every package of the layout but ``path_lib.book``)."""
+    return [p for p in _files(".py") if module_name(p)[0] is not None
+            and not (module_name(p)[0] or "").startswith("path_lib.book")]
 
 
 def notebook_code(path: Path) -> str:
@@ -136,6 +151,22 @@ def notebook_code(path: Path) -> str:
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     lines = "\n".join("".join(c["source"]) for c in cells).split("\n")
     return "\n".join("pass" if ln.lstrip().startswith(("%", "!")) else ln for ln in lines)
+
+
+def test_the_layout_the_test_reads_is_the_one_python_imports():
+    """Every library file's dotted name (by ``pyproject.toml``'s packages and ``package-dir``) is the module
+    Python imports from that file, ``path_lib.kernels`` included."""
+    files = library_files()
+    assert ("path_lib.kernels", ROOT / "kernels" / "path_lib" / "kernels") in LAYOUT
+    wrong = []
+    for p in files:
+        dotted, _ = module_name(p)
+        assert dotted is not None, p
+        spec = importlib.util.find_spec(dotted)
+        if spec is None or spec.origin is None or Path(spec.origin).resolve() != p.resolve():
+            wrong.append(f"{p.relative_to(ROOT)}: {dotted} imports from {spec and spec.origin}")
+    assert not wrong, "\n".join(wrong)
+    assert _source_dir("path_lib.kernels._config").with_suffix(".py").is_file()
 
 
 def test_the_checker_finds_what_it_must():
@@ -188,6 +219,32 @@ def test_no_code_imports_a_private_path_lib_module_from_outside_its_subpackage()
 #: provenance, schemas, loading) is at the bottom with validation, so that every layer may read and write records
 LAYERS = {"validation": 0, "theory": 0, "records": 0, "hardware": 0, "reference": 1, "blockwise": 2, "decoding": 3,
           "kernels": 3, "impl": 4, "distributed": 5, "nn": 5, "ledger": 5, "training": 6, "experiments": 7, "book": 8}
+
+
+def layer_chain() -> str:
+    """The layers as the documents draw them: from the top down, the parts of one layer joined by commas
+    (alphabetical), the layers by arrows (an arrow is "imports")."""
+    levels = sorted(set(LAYERS.values()), reverse=True)
+    return " -> ".join(", ".join(sorted(p for p in LAYERS if LAYERS[p] == level)) for level in levels)
+
+
+#: the documents that draw the layers (a line beginning with the top layer and an arrow, continued on lines
+#: that begin with an arrow)
+CHAIN_DOCUMENTS = ("README.md", "CONTRIBUTING.md", "path_lib/__init__.py")
+
+
+def test_the_documents_draw_the_layer_table():
+    chain = layer_chain()
+    assert chain.startswith("book -> experiments -> ") and chain.endswith("-> hardware, records, theory, validation")
+    for doc in CHAIN_DOCUMENTS:
+        drawn: List[str] = []
+        for line in (ROOT / doc).read_text().splitlines():
+            line = line.strip()
+            if line.startswith(chain.split(" -> ")[0] + " -> "):
+                drawn.append(line)
+            elif line.startswith("-> ") and drawn:                 # a chain wrapped onto the next line
+                drawn[-1] += " " + line
+        assert drawn == [chain], (doc, drawn)
 
 
 def part(dotted: str) -> Optional[str]:
@@ -261,8 +318,15 @@ def test_no_import_cycle_between_modules():
 # ----------------------------------------------------------------------------------------------
 
 def _packages() -> List[str]:
-    return sorted(module_name(p)[0] for p in _files("__init__.py")
-                  if p.relative_to(ROOT).parts[0] in ("path_lib", "kernels"))
+    """Every package folder under ``path_lib/`` and ``kernels/`` (whether pyproject lists it or not)."""
+    found = []
+    for p in _files("__init__.py"):
+        rel = p.relative_to(ROOT)
+        if rel.parts[0] == "path_lib":
+            found.append(".".join(rel.parts[:-1]))
+        elif rel.parts[0] == "kernels":
+            found.append(".".join(rel.parts[1:-1]))               # kernels/ holds path_lib/kernels/ at its import path
+    return sorted(found)
 
 
 def test_reference_householder_is_the_module_and_its_ut_transform_works():

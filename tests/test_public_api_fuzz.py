@@ -1098,7 +1098,10 @@ EXEMPT = {
     ("path_lib.kernels", "code_text"): "checked in tests/test_kernels_fuzz.py (a non-str source is a TypeError)",
     **{("path_lib.kernels", name): "a record that kernel_config / env_overrides / fallback_state build (a dataclass "
                                    "in the hashed _config.py, without checks of its own); fuzzed through them"
-       for name in ("KernelConfig", "Warps", "Stages", "DeviceInfo", "Overrides", "FallbackState")},
+       for name in ("KernelConfig", "Warps", "Stages", "Overrides", "FallbackState")},
+    ("path_lib.kernels", "DeviceInfo"): "path_lib.hardware's device description, re-exported; tests/test_hardware.py",
+    ("path_lib.kernels", "Verification"): "what verification() returns (a named tuple)",
+    ("path_lib.kernels", "verification"): "takes no argument; tests/test_kernel_records.py",
     ("path_lib.kernels.teaching", "block_factors"): "the teaching kernel's host-side step on the inputs "
                                                     "teaching_path_attention has checked",
 }
@@ -1117,6 +1120,8 @@ OUT_OF_SCOPE = {
     "path_lib.theory.decoherence": "Monte Carlo simulations; tests/test_theory.py",
     "path_lib.impl": "path_attention (every impl) is fuzzed here; the resolver's rule and errors: tests/test_impl.py",
     "path_lib.records": "the records' registry, provenance and loading: tests/test_records.py",
+    "path_lib.hardware": "the device description, hardware classes, the preset table and time estimates: "
+                         "tests/test_hardware.py (a bad device, preset, key or dtype is a ValueError naming it)",
 }
 OUT_OF_SCOPE_PACKAGES = {
     "path_lib.experiments": "training runs and records; their own tests (test_train, test_lm, ...)",

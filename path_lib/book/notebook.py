@@ -1,12 +1,13 @@
 """Small helpers for the book's notebooks: device, size presets, recorded GPU results, the table of contents.
 
-    from path_lib.book.notebook import DEVICE, pick_preset, optional_record, show_provenance
+    from path_lib.book.notebook import DEVICE, preset_sizes, optional_record, show_provenance
 
-    cfg = pick_preset(tiny=dict(T=64, steps=200), full=dict(T=1024, steps=5000))
+    lengths = preset_sizes("blockwise.lengths")   # this machine's row of path_lib.hardware.PRESET_TABLE
     bench = optional_record("bench")      # the current speed record, by its stable name (None if missing)
     show_provenance(bench)                # prints the "Recorded run: ..." label
 
-``device`` and ``pick_preset`` are the library's (:mod:`path_lib.hardware`), and
+``device``, ``preset_name``, ``preset_sizes`` and ``pick_preset`` are the library's (:mod:`path_lib.hardware`:
+the preset table), and
 ``optional_record`` and ``repo_root`` are :mod:`path_lib.records`' (the registry, provenance, schema
 versions, writing and loading of records live there), here so that a chapter imports its helpers from
 one place. The helpers of this module's own need IPython (:func:`show_provenance`) or pyyaml (:func:`toc_files`).
@@ -16,10 +17,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..hardware import device, pick_preset
+from ..hardware import device, pick_preset, preset_name, preset_sizes
 from ..records import optional_record, provenance_label, repo_root
 
-__all__ = ["DEVICE", "device", "pick_preset", "optional_record", "repo_root", "show_provenance", "toc_files"]
+__all__ = ["DEVICE", "device", "preset_name", "preset_sizes", "pick_preset", "optional_record", "repo_root", "show_provenance", "toc_files"]
 
 DEVICE = device()
 

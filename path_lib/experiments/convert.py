@@ -62,7 +62,7 @@ checkpoints), so a stage is recorded like any other run.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import torch
 import torch.nn as nn
@@ -208,7 +208,7 @@ def convert_rope_to_path(teacher: TinyLM, *, attention: str = "path", init: str 
         b0 = math.log(beta_init / (2.0 - beta_init))              # 2 sigmoid(b0) = beta_init
         f0 = math.log(forget_init / (1.0 - forget_init))          # sigmoid(f0) = forget_init
         for block in student._each_block():
-            a = block.attn
+            a = cast(PaTHAttention, block.attn)               # the student's layers are PaTH's
             a.beta_proj.weight.zero_()
             a.beta_proj.bias.fill_(b0)
             if a.g_proj is not None:
@@ -328,6 +328,8 @@ class _Objective(nn.Module):
     returns logits ``[B, T, V]`` for the loop's target check (stage 2: the student's; stage 1, which
     never runs the student's head: the teacher's). In eval mode it is the student alone."""
 
+    teacher: TinyLM                              # set in __init__ outside the module tree
+
     def __init__(self, student: TinyLM, teacher: TinyLM, stage: str):
         super().__init__()
         self.student = student
@@ -350,6 +352,8 @@ class _Objective(nn.Module):
     def loss(self, logits, targets):
         if self.stage == "attention":
             return self.mse
+        if self.teacher_logits is None:
+            raise RuntimeError("_Objective.loss: the stage-2 forward has not run in training mode yet")
         return _masked_kl(logits, self.teacher_logits, targets)
 
 

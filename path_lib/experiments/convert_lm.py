@@ -49,11 +49,12 @@ import multiprocessing as mp
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
 import torch
 
 from .convert import attention_mse, convert_rope_to_path, distill_attention, distill_logits, logit_kl, remove_rope
+from ..hardware import complete_presets
 from ..training.corpus import Corpus, load_stdlib_corpus, sample_windows
 from ..nn.layers import PaTHAttention
 from ..nn.model import TinyLM
@@ -170,7 +171,9 @@ class ConvConfig:
                 + (list(ABLATION) if self.init_ablation else []))
 
 
-PRESETS: Dict[str, ConvConfig] = {
+# Every preset of path_lib.hardware.PRESET_TABLE not given here (small: a T4-class GPU) lies between tiny and
+# full (path_lib.hardware.complete_presets), as the chapters pick it.
+PRESETS: Dict[str, ConvConfig] = complete_presets({
     # CPU, the book build: about a minute for three seeds on one core.
     "tiny": ConvConfig(),
     # One H200 (scripts/experiments/run_conversion.py --preset full --workers 3): the language-model chapter's
@@ -183,7 +186,7 @@ PRESETS: Dict[str, ConvConfig] = {
                        probe_steps=200, probe_batch=64, probe_lr=3e-3, probe_warmup=20, probe_mults=(1, 4),
                        probe_eval_seqs=1024, corpus_bytes=32_000_000, path_block_size_train=128,
                        path_block_size_eval=256, init_ablation=True),
-}
+})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -530,7 +533,7 @@ def run_conversion(cfg: ConvConfig, seeds: Sequence[int] = (0, 1, 2), *, device=
     backend = backend or path_backend(device)
     if workers == 1:
         corpus = corpus or load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
-    res = {"config": asdict(cfg), "seeds": list(seeds), "arms": cfg.arms(), "corpus": corpus.info if corpus else None,
+    res: Dict[str, Any] = {"config": asdict(cfg), "seeds": list(seeds), "arms": cfg.arms(), "corpus": corpus.info if corpus else None,
            "device": str(device), "path_backend": backend, "paper": PAPER_A_CONVERSION, "runs": []}
 
     def collect(runs):

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from ..nn import rotations  # noqa: F401  (registers the rotation variants)
 from ..training.corpus import Corpus, encode, load_corpus, sample_windows
 from ..nn.model import TinyLM
+from ..hardware import complete_presets
 from ..impl import resolve_backend
 from ..training.loop import TrainConfig, run_record, train
 
@@ -121,7 +122,9 @@ class LMConfig:
     corpus: str = "stdlib"           # path_lib.training.corpus.load_corpus: "stdlib" (code) or "brown" (prose)
 
 
-PRESETS: Dict[str, LMConfig] = {
+# Every preset of path_lib.hardware.PRESET_TABLE not given here (small: a T4-class GPU) lies between tiny and
+# full (path_lib.hardware.complete_presets), as the chapters pick it.
+PRESETS: Dict[str, LMConfig] = complete_presets({
     # CPU, the book build: a few seconds per model on 2 cores.
     "tiny": LMConfig(d_model=64, n_layers=2, n_heads=2, train_len=64, batch=16, steps=120, lr=3e-3,
                      warmup=15, eval_mults=(1, 2, 4, 8), eval_tokens=2048, probe_mults=(1, 2, 4),
@@ -153,7 +156,7 @@ PRESETS: Dict[str, LMConfig] = {
                              eval_sets=4, eval_chunk_tokens=16384, probe_mults=(1, 2, 4, 8, 16),
                              probe_examples=32, corpus_bytes=32_000_000, path_block_size_train=128,
                              path_block_size_eval=256, far_mass_windows=8),
-}
+})
 
 
 # ----------------------------------------------------------------------------------------------

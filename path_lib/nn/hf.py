@@ -28,7 +28,7 @@ import inspect
 import json
 import os
 import re
-from typing import Mapping, Optional, cast
+from typing import Mapping, Optional, Tuple, cast
 
 import torch
 import torch.nn as nn
@@ -52,7 +52,8 @@ from ..validation import (FLOAT_DTYPES, check_bool, check_choice, check_finite, 
                           check_tokens, dtype_name, values_checked)
 from ..decoding import is_cache
 from .cache import select_state
-from .layers import BACKENDS, PaTHAttention
+from ..impl import CHOICES
+from .layers import PaTHAttention
 from .model import TinyLM
 
 __all__ = ["PaTHConfig", "PaTHForCausalLM", "PaTHDynamicCache", "from_fla_state_dict", "path_attention_from_fla"]
@@ -103,7 +104,7 @@ class PaTHConfig(PretrainedConfig):
         check_bool(use_forget_gate, "use_forget_gate")
         check_bool(use_cache, "use_cache")
         check_bool(tie_word_embeddings, "tie_word_embeddings")
-        check_choice(backend, "backend", BACKENDS)
+        check_choice(backend, "backend", CHOICES["path_layer"])
         self.vocab_size, self.hidden_size, self.num_hidden_layers = vocab_size, hidden_size, num_hidden_layers
         self.num_attention_heads, self.num_key_value_heads, self.head_dim = num_attention_heads, num_key_value_heads, head_dim
         self.mlp_ratio, self.use_forget_gate, self.w_rank, self.conv_size = mlp_ratio, use_forget_gate, w_rank, conv_size
@@ -250,9 +251,10 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         saved = _saved_config(pretrained_model_name_or_path)
         allow_mismatch = kwargs.pop("ignore_mismatched_sizes", False)
         want_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
-                                              ignore_mismatched_sizes=True, **kwargs)
-        _check_loaded(model.config, saved, info, allow_mismatch)
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
+                                         ignore_mismatched_sizes=True, **kwargs)
+        model, info = cast(Tuple["PaTHForCausalLM", dict], loaded)   # (output_loading_info=True)
+        _check_loaded(model.config, saved, info, allow_mismatch, model.state_dict().keys())
         return (model, info) if want_info else model
 
     def _init_weights(self, module):
@@ -265,8 +267,9 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
                     module.weight[:, 0, -1] += 1.0
         elif isinstance(module, (nn.Linear, nn.Embedding)):
             init.normal_(module.weight, std=0.02)
-            if getattr(module, "bias", None) is not None:
-                init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)
+            if bias is not None:
+                init.zeros_(bias)
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
@@ -434,8 +437,40 @@ def _structure(config) -> dict:
     return out
 
 
-def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: bool) -> None:
-    """Raise a ValueError naming the config field when the config in use does not describe the weights."""
+def _block(key: str) -> Optional[int]:
+    """The block a weight belongs to (``model.blocks.3.attn.q_proj.weight`` -> 3), or None."""
+    found = re.match(r"model\.blocks\.(\d+)\.", key)
+    return int(found.group(1)) if found else None
+
+
+def _misfit(config, missing: set, unexpected: set, weights) -> Tuple[Optional[str], str, str]:
+    """``(field, kind, key)``: the config field that explains the missing and left-over weights (None
+    where none does), and the weight that shows it, ``kind`` "missing" or "unexpected". The same answer
+    whatever order transformers lists them in: whole blocks absent or left over name
+    ``num_hidden_layers``, a forget gate's weights ``use_forget_gate``, the output head
+    ``tie_word_embeddings``, tried in that order over the sorted weight names. ``weights``: the
+    model's weight names."""
+    loaded_blocks = {_block(k) for k in weights if k not in missing} - {None}
+
+    def whole_block(kind: str, key: str) -> bool:
+        block = _block(key)
+        if block is None:
+            return False
+        return block >= config.num_hidden_layers if kind == "unexpected" else block not in loaded_blocks
+
+    rules = (("num_hidden_layers", whole_block), ("use_forget_gate", lambda kind, key: ".g_proj." in key),
+             ("tie_word_embeddings", lambda kind, key: key == "model.head.weight"))
+    problems = sorted([("missing", k) for k in missing] + [("unexpected", k) for k in unexpected])
+    for field, fits in rules:
+        for kind, key in problems:
+            if fits(kind, key):
+                return field, kind, key
+    return (None,) + problems[0]
+
+
+def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: bool, weights=()) -> None:
+    """Raise a ValueError naming the config field when the config in use does not describe the weights
+    (``weights``: the model's weight names)."""
     if saved is not None and not allow_mismatch:
         mine, theirs = _structure(config), _structure(saved)
         for name in _STRUCTURE:
@@ -443,17 +478,9 @@ def _check_loaded(config, saved: Optional[dict], info: dict, allow_mismatch: boo
                 raise ValueError(f"{name}={mine[name]!r} does not match the checkpoint, whose weights were made with "
                                  f"{name}={theirs[name]!r} (its config.json); loading would leave weights randomly "
                                  "initialised. Keep the checkpoint's value (or train a new model)")
-    problems = [("missing", k) for k in info.get("missing_keys", ())] + \
-               [("unexpected", k) for k in info.get("unexpected_keys", ())]
-    for kind, key in problems:
-        if ".g_proj." in key:
-            field = "use_forget_gate"
-        elif key == "model.head.weight":
-            field = "tie_word_embeddings"
-        elif re.match(r"model\.blocks\.\d+\.", key):
-            field = "num_hidden_layers"
-        else:
-            field = None
+    missing, unexpected = set(info.get("missing_keys", ())), set(info.get("unexpected_keys", ()))
+    if missing or unexpected:
+        field, kind, key = _misfit(config, missing, unexpected, weights)
         what = f"config field {field}={getattr(config, field)!r}" if field else "the config"
         where = "absent from the checkpoint" if kind == "missing" else "in the checkpoint but not in the model"
         raise ValueError(f"{what} does not match the checkpoint: weight {key} is {where}")

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from ..validation import (FLOAT_DTYPES, check_bool, check_choice, check_finite, check_int, check_number,
                           check_optional_bool, check_qkv, check_same_device, check_tensor, dtype_name, values_checked)
-from ..impl import path_attention, resolve_backend
+from ..impl import CHOICES, PathPlan, plan_path, resolve_backend, run_path
 from ..reference.attention import (alibi_slopes, apply_rope, fox_attention, rope_attention,
                                    softmax_attention, alibi_attention)
 from .cache import StateCache
@@ -45,11 +45,8 @@ from ..reference.short_conv import short_conv_normalize_torch
 
 __all__ = [
     "AttentionLayer", "PaTHAttention", "NoPEAttention", "RoPEAttention", "ALiBiAttention",
-    "FoXAttention", "SBAAttention", "ATTENTION_LAYERS", "make_attention", "register_attention", "BACKENDS",
-    "SOFTMAX_BACKENDS", "sdpa_attention",
+    "FoXAttention", "SBAAttention", "ATTENTION_LAYERS", "make_attention", "register_attention", "sdpa_attention",
 ]
-
-BACKENDS = ("auto", "reference", "blockwise", "triton")
 
 
 def _init_linear(layer: nn.Linear, std: float = 0.02) -> nn.Linear:
@@ -213,13 +210,6 @@ class AttentionLayer(nn.Module):
         return (torch.stack(ys, 1) if ys else x.new_zeros(x.shape)), state
 
 
-#: how the softmax baselines (NoPE, RoPE, ALiBi, FoX) compute their forward: ``"reference"`` (the
-#: library's explicit softmax, float64-capable, materialises the T x T logits), ``"sdpa"``
-#: (``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernels: what a practitioner's
-#: baseline runs), ``"auto"`` (sdpa on CUDA, reference elsewhere)
-SOFTMAX_BACKENDS = ("auto", "reference", "sdpa")
-
-
 def sdpa_attention(q, k, v, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Causal attention through ``F.scaled_dot_product_attention`` (its default dispatch) in the public
     layout: q ``[B, T, Hq, D]``, k, v ``[B, T, Hk, D]`` -> ``[B, T, Hq, D]``. ``bias``: an additive logit
@@ -255,18 +245,21 @@ class _CachedSoftmaxAttention(AttentionLayer):
 
     Subclasses say how a position changes the new query and key (``_position_qk``) and which bias
     the current query adds to the cached logits (``_cache_bias``). ``backend`` (one of
-    :data:`SOFTMAX_BACKENDS`) picks how the forward runs.
+    ``path_lib.impl.CHOICES["softmax_layer"]``: ``"reference"``, the library's explicit softmax,
+    float64-capable, which materialises the T x T logits; ``"sdpa"``, PyTorch's fused kernels, what a
+    practitioner's baseline runs; ``"auto"``, whichever :func:`path_lib.impl.resolve_backend` picks:
+    sdpa on CUDA, reference elsewhere) picks how the forward runs.
     """
 
     _state_keys: Tuple[str, ...] = ("pos", "k", "v")
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, *, backend: str = "auto"):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
-        self.backend = check_choice(backend, "backend", SOFTMAX_BACKENDS)
+        self.backend = check_choice(backend, "backend", CHOICES["softmax_layer"])
 
     def _sdpa(self, x: torch.Tensor) -> bool:
-        """Whether this forward runs through SDPA (``backend="sdpa"``, or ``"auto"`` on CUDA)."""
-        return self.backend == "sdpa" or (self.backend == "auto" and x.is_cuda)
+        """Whether this forward runs through SDPA (:func:`path_lib.impl.resolve_backend`'s choice)."""
+        return resolve_backend(self.backend, device=x.device, call="softmax_layer") == "sdpa"
 
     def _position_qk(self, q, k, pos: int):
         return q, k
@@ -485,7 +478,7 @@ class PaTHAttention(AttentionLayer):
                  backend: str = "auto", block_size: int = 64, layer_idx: int = 0, w_normalization: str = "unit",
                  check_values: Optional[bool] = None, return_tuple: bool = False):
         super().__init__(d_model, n_heads, n_kv_heads, head_dim)
-        check_choice(backend, "backend", BACKENDS)
+        check_choice(backend, "backend", CHOICES["path_layer"])
         check_int(w_rank, "w_rank", minimum=1)
         check_int(conv_size, "conv_size", minimum=1)
         check_bool(use_forget_gate, "use_forget_gate")
@@ -515,19 +508,30 @@ class PaTHAttention(AttentionLayer):
         return (f"{super()._state_tag()[:-1]}, conv_size={self.conv_size}, "
                 f"use_forget_gate={self.g_proj is not None})")
 
-    # -- per-token parameters ---------------------------------------------------------------
-    def _fused_conv(self, u: torch.Tensor) -> bool:
-        """Whether w comes from the fused Triton pass (:func:`path_lib.kernels.short_conv.short_conv_normalize`):
-        with the Triton attention backend, for any dtype but float64 (whose exact checks stay in PyTorch)."""
-        return u.dtype != torch.float64 and self._resolve_backend(u) == "triton"
+    # -- the plan, and per-token parameters ---------------------------------------------------
+    def _plan(self, x: torch.Tensor, decoding: bool = False) -> PathPlan:
+        """How this call runs (:func:`path_lib.impl.plan_path`), decided once per forward, step or prefill:
+        the attention, w's convolution and, when ``decoding``, the cache (the GPU cache only where no
+        gradient is recorded)."""
+        records = decoding and torch.is_grad_enabled() and (
+            x.requires_grad or any(p.requires_grad for p in self.parameters()))
+        return plan_path(self.backend, device=x.device, dtype=x.dtype, head_dim=self.head_dim,
+                         batch=x.shape[0] if decoding else 1, records_grad=records)
 
-    def _w_from_conv_input(self, u: torch.Tensor, left_context: bool = True) -> torch.Tensor:
+    def _resolve_backend(self, x: torch.Tensor) -> str:
+        """The attention that runs for inputs like ``x`` (``"triton"``, ``"blockwise"`` or ``"reference"``):
+        :func:`path_lib.impl.resolve_backend` (``"auto"``: the Triton kernels on CUDA once they have passed
+        the GPU correctness sweep, else the exact blockwise mirror)."""
+        return self._plan(x).attention
+
+    def _w_from_conv_input(self, u: torch.Tensor, plan: PathPlan, left_context: bool = True) -> torch.Tensor:
         """``u [B, T + conv_size - 1, w_dim]`` (left context included; ``[B, T, w_dim]``, zeros before the
-        first step, without it) -> w ``[B, T, Hk, Dh]`` float32 (float64 for float64 u)."""
+        first step, without it) -> w ``[B, T, Hk, Dh]`` float32 (float64 for float64 u), on the fused Triton
+        pass where ``plan`` says so."""
         if u.shape[0] == 0:                                  # an empty batch: an empty w
             T = u.shape[1] - (self.conv_size - 1 if left_context else 0)
             return u.new_zeros(0, max(T, 0), self.n_kv_heads, self.head_dim, dtype=_param_dtype(u))
-        if self._fused_conv(u):
+        if plan.short_conv == "triton":
             from path_lib.kernels.short_conv import short_conv_normalize
             return short_conv_normalize(u, self.w_conv.weight, self.n_kv_heads, normalization=self.w_normalization,
                                         left_context=left_context, check_values=False)
@@ -544,40 +548,25 @@ class PaTHAttention(AttentionLayer):
 
     def path_params(self, x: torch.Tensor):
         """``x [B, T, d_model]`` -> w ``[B, T, Hk, Dh]``, beta ``[B, T, Hk]``, g ``[B, T, Hq]`` or None (float32)."""
-        w = self._w_from_conv_input(self.w_up(self.w_down(x)), left_context=False)
+        return self._path_params(x, self._plan(x))
+
+    def _path_params(self, x: torch.Tensor, plan: PathPlan):
+        w = self._w_from_conv_input(self.w_up(self.w_down(x)), plan, left_context=False)
         beta, g = self._beta_g(x)
         return w, beta, g
 
-    def _resolve_backend(self, q: torch.Tensor) -> str:
-        """The backend that runs for ``q``: :func:`path_lib.impl.resolve_backend` (``"auto"``: the Triton
-        kernels on CUDA once they have passed the GPU correctness sweep, else the exact blockwise mirror)."""
-        return resolve_backend(self.backend, device=q.device, dtype=q.dtype, head_dim=self.head_dim)
+    def _attention(self, q, k, v, w, beta, g, plan: PathPlan) -> torch.Tensor:
+        """The attention core on checked inputs, by ``plan``; w, beta, g are valid by construction
+        (normalised, squashed), so no value checks here (they would synchronise the GPU on every call)."""
+        return run_path(plan.attention, q, k, v, w, beta, g, block_size=self.block_size, check_values=False)
 
-    def _triton_decoding(self, x: torch.Tensor) -> bool:
-        """Whether decoding uses the GPU cache of ``path_lib.kernels.decode`` (CUDA with the Triton backend and not
-        recording gradients; else :class:`path_lib.decoding.PaTHCache`, exact for backpropagation)."""
-        if not x.is_cuda or x.shape[0] == 0 or self._resolve_backend(x) != "triton":
-            return False                                     # (an empty batch: the PyTorch cache, which takes B = 0)
-        records = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
-        return not records
-
-    def _attention(self, q, k, v, w, beta, g) -> torch.Tensor:
-        """The attention core on checked inputs; w, beta, g are valid by construction (normalised,
-        squashed), so no value checks here (they would synchronise the GPU on every call)."""
-        backend = self._resolve_backend(q)
-        if backend == "triton":
-            from path_lib.kernels import path_attention as triton_path_attention
-            return triton_path_attention(q, k, v, w, beta, g, check_values=False)
-        impl = "parallel" if backend == "reference" else "blockwise"
-        return path_attention(q, k, v, w, beta, g, impl=impl, block_size=self.block_size, check_values=False)
-
-    def _sequence(self, x: torch.Tensor) -> torch.Tensor:
+    def _sequence(self, x: torch.Tensor, plan: PathPlan) -> torch.Tensor:
         """``x [B, T, d_model]`` -> ``[B, T, d_model]``, every row one causal sequence."""
         q, k, v = self.qkv(x)
-        w, beta, g = self.path_params(x)
+        w, beta, g = self._path_params(x, plan)
         if x.shape[0] == 0 or x.shape[1] == 0:               # an empty batch or sequence: empty output
             return self.out(q.new_zeros(x.shape[0], x.shape[1], self.n_heads, self.head_dim))
-        return self.out(self._attention(q, k, v, w, beta, g))
+        return self.out(self._attention(q, k, v, w, beta, g, plan))
 
     # -- forward ----------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, *, attention_mask: Optional[torch.Tensor] = None,
@@ -585,6 +574,7 @@ class PaTHAttention(AttentionLayer):
         checked = self._check_input(x)
         check_bool(use_cache, "use_cache")
         B, T, _ = x.shape
+        plan = self._plan(x, decoding=use_cache or past_key_values is not None)
         if use_cache or past_key_values is not None:
             if cu_seqlens is not None:
                 raise ValueError("cu_seqlens (packed sequences) cannot be combined with past_key_values/use_cache; "
@@ -606,11 +596,11 @@ class PaTHAttention(AttentionLayer):
             if checked and state is not None and attention_mask is not None and attention_mask.shape[1] == n_past + T:
                 _check_mask_agrees(attention_mask[:, :n_past] != 0, state)
             if state is None:
-                y, state = self._prefill(x, valid)
+                y, state = self._prefill(x, valid, plan)
             else:
                 ys = []
                 for t in range(T):
-                    y_t, state = self._step(x[:, t], state, None if valid is None else valid[:, t])
+                    y_t, state = self._step(x[:, t], state, None if valid is None else valid[:, t], plan)
                     ys.append(y_t)
                 y = torch.stack(ys, 1) if ys else x.new_zeros(x.shape)
             past_key_values.set_layer_state(self.layer_idx, state)
@@ -618,16 +608,16 @@ class PaTHAttention(AttentionLayer):
         if cu_seqlens is not None:
             if attention_mask is not None:
                 raise ValueError("pass either cu_seqlens (packed sequences) or attention_mask (a padded batch), not both")
-            y = self._packed(x, cu_seqlens)
+            y = self._packed(x, cu_seqlens, plan)
         elif attention_mask is not None:
             valid = check_attention_mask(attention_mask, B, T, 0, x, check_values=checked)
             perm, inv = compaction(valid)                     # real tokens first: padding cannot reach them
-            y = gather_time(self._sequence(gather_time(x, perm)), inv)
+            y = gather_time(self._sequence(gather_time(x, perm), plan), inv)
         else:
-            y = self._sequence(x)
+            y = self._sequence(x, plan)
         return (y, None, past_key_values) if self.return_tuple else y
 
-    def _packed(self, x: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    def _packed(self, x: torch.Tensor, cu_seqlens: torch.Tensor, plan: PathPlan) -> torch.Tensor:
         """``x [1, total, d_model]`` holding the sequences ``cu_seqlens`` delimits, each run on its own.
 
         The Triton kernels take the packed layout themselves (only w's convolution runs on a right-padded
@@ -635,21 +625,21 @@ class PaTHAttention(AttentionLayer):
         rows of a right-padded batch."""
         offsets = check_cu_seqlens(cu_seqlens, x.shape[0], x.shape[1])
         if x.shape[1] == 0:
-            return self._sequence(x)
+            return self._sequence(x, plan)
         index, valid = varlen_layout(offsets, x.device)
         pad_rows = lambda t: torch.cat([t[0], t.new_zeros(1, *t.shape[2:])])[index]   # noqa: E731  [N, L, ...]
-        if self._resolve_backend(x) != "triton":
-            return self._sequence(pad_rows(x))[valid][None]
+        if plan.attention != "triton":
+            return self._sequence(pad_rows(x), plan)[valid][None]
         from path_lib.kernels import path_attention as triton_path_attention
         q, k, v = self.qkv(x)
         beta, g = self._beta_g(x)
         u = pad_rows(self.w_up(self.w_down(x)))
-        w = self._w_from_conv_input(F.pad(u, (0, 0, self.conv_size - 1, 0)))[valid][None]
+        w = self._w_from_conv_input(F.pad(u, (0, 0, self.conv_size - 1, 0)), plan)[valid][None]
         o = triton_path_attention(q, k, v, w, beta, g, cu_seqlens=cu_seqlens, check_values=False)
         return self.out(o)
 
     # -- decoding ---------------------------------------------------------------------------
-    def _prefill(self, x: torch.Tensor, valid: Optional[torch.Tensor]):
+    def _prefill(self, x: torch.Tensor, valid: Optional[torch.Tensor], plan: PathPlan):
         """A prompt in parallel: ``x [B, T, d_model]``, ``valid [B, T]`` or None -> ``(y, state)``.
 
         Padding is moved behind each row's tokens, where beta = 0 and g = 0 make it transform nothing
@@ -661,17 +651,17 @@ class PaTHAttention(AttentionLayer):
             x, valid = gather_time(x, perm), gather_time(valid, perm)
         q, k, v = self.qkv(x)
         u = F.pad(self.w_up(self.w_down(x)), (0, 0, self.conv_size - 1, 0))
-        w = self._w_from_conv_input(u)
+        w = self._w_from_conv_input(u, plan)
         beta, g = self._beta_g(x)
         if valid is not None:
             beta = torch.where(valid[..., None], beta, torch.zeros_like(beta))
             g = None if g is None else torch.where(valid[..., None], g, torch.zeros_like(g))
         if T and B:
-            o = self._attention(q, k, v, w, beta, g)
+            o = self._attention(q, k, v, w, beta, g, plan)
         else:
             o = q.new_zeros(B, T, self.n_heads, self.head_dim)
         cache: DecodingCache
-        if self._triton_decoding(x):
+        if plan.cache == "triton":
             from path_lib.kernels import transform_keys_to_end
             from path_lib.kernels.decode import TritonPaTHCache
             k_end = transform_keys_to_end(k, w, beta, check_values=False) if T else k
@@ -690,12 +680,12 @@ class PaTHAttention(AttentionLayer):
             y = gather_time(y, inv)
         return y, {"layer": self._state_tag(), "cache": cache, "conv": conv, "mask": mask}
 
-    def _step(self, x_t: torch.Tensor, state: Optional[dict], valid_t: Optional[torch.Tensor]):
+    def _step(self, x_t: torch.Tensor, state: Optional[dict], valid_t: Optional[torch.Tensor], plan: PathPlan):
         B = x_t.shape[0]
         x = x_t[:, None]
         q, k, v = self.qkv(x)
         u_t = self.w_up(self.w_down(x))                      # [B, 1, w_dim]
-        if state is None and self._triton_decoding(x_t):
+        if state is None and plan.cache == "triton":
             from path_lib.kernels.decode import TritonPaTHCache
             state = {"layer": self._state_tag(),
                      "cache": TritonPaTHCache(B, self.n_heads, self.n_kv_heads, self.head_dim, value_dtype=v.dtype,
@@ -717,7 +707,7 @@ class PaTHAttention(AttentionLayer):
             held = torch.ones(B, n_held, dtype=torch.bool, device=x_t.device) if held is None else held
             new = torch.ones(B, 1, dtype=torch.bool, device=x_t.device) if valid_t is None else valid_t[:, None]
             state["mask"] = torch.cat([held, new], dim=1)
-        w = self._w_from_conv_input(u)[:, 0]
+        w = self._w_from_conv_input(u, plan)[:, 0]
         beta, g = self._beta_g(x_t)
         # either cache (PaTHCache, or the GPU's TritonPaTHCache): inputs valid by construction, no value checks
         o = state["cache"].step(q[:, 0], k[:, 0], v[:, 0], w, beta, g, valid_t=valid_t, check_values=False)
@@ -727,12 +717,12 @@ class PaTHAttention(AttentionLayer):
         """One token through the transformed-key cache: ``x_t [B, d_model]`` -> ``(y_t, state)``."""
         self._check_input(x_t, "x_t", ndim=2)
         self._check_layer_state(state, x_t.shape[0])
-        return self._step(x_t, state, None)
+        return self._step(x_t, state, None, self._plan(x_t, decoding=True))
 
     def prefill(self, x: torch.Tensor):
         """A prompt ``x [B, T, d_model]`` in parallel -> ``(y [B, T, d_model], state)`` for :meth:`step`."""
         self._check_input(x)
-        return self._prefill(x, None)
+        return self._prefill(x, None, self._plan(x, decoding=True))
 
 
 ATTENTION_LAYERS: Dict[str, Callable[..., AttentionLayer]] = {

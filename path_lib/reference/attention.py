@@ -32,6 +32,8 @@ __all__ = [
     "alibi_attention", "alibi_slopes", "fox_attention", "IMPLEMENTATIONS",
 ]
 
+#: the two forms this module computes (``impl``); :data:`path_lib.impl.IMPLEMENTATIONS` names every
+#: implementation and takes these two from here
 IMPLEMENTATIONS = ("explicit", "parallel")
 
 
@@ -131,7 +133,7 @@ def path_logits(q, k, w, beta, g=None, *, scale=None, impl: str = "parallel",
         q: ``[B, T, Hq, D]``; k, w: ``[B, T, Hk, D]``; beta: ``[B, T, Hk]``; g: ``[B, T, Hq]`` or None.
         impl: ``"explicit"`` or ``"parallel"``.
     """
-    check_choice(impl, "impl", ("explicit", "parallel"))
+    check_choice(impl, "impl", IMPLEMENTATIONS)
     qh, kh, _, wh, bh, scale, dt = _prepare(q, k, k, w, beta, g, scale, check_values)
     S = (_explicit_scores if impl == "explicit" else _parallel_scores)(qh, kh, wh, bh) * scale
     if g is not None:
@@ -162,9 +164,9 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, impl: str = "paralle
     Returns:
         ``[B, T, Hq, Dv]`` in q's dtype.
     """
-    if impl in ("blockwise", "blockwise_scan", "triton", "auto"):
-        raise ValueError(f"impl={impl!r} is not a reference implementation: use path_lib.path_attention "
-                         "(path_lib.impl.path_attention), which runs every implementation")
+    if isinstance(impl, str) and impl not in IMPLEMENTATIONS:
+        raise ValueError(f"impl={impl!r} is not a reference implementation {IMPLEMENTATIONS}: use "
+                         "path_lib.path_attention (path_lib.impl.path_attention), which runs every implementation")
     check_choice(impl, "impl", IMPLEMENTATIONS)
     qh, kh, vh, wh, bh, scale, dt = _prepare(q, k, v, w, beta, g, scale, check_values)
     S = (_explicit_scores if impl == "explicit" else _parallel_scores)(qh, kh, wh, bh) * scale

@@ -5,7 +5,7 @@ periodic evaluation, optional checkpoints, a tqdm bar, seeds, JSON results with 
     from path_lib.training.tasks import flip_flop
     from path_lib.training.loop import TrainConfig, train, task_preset, PRESETS
 
-    p = task_preset("flip_flop")                 # tiny on CPU, full on a GPU (hardware())
+    p = task_preset("flip_flop")                 # this machine's preset (path_lib.hardware.preset_name)
     sample = lambda step, gen: flip_flop(p.batch_size, generator=gen, **p.task)[:2]
     model = TinyLM(5, attention="path", **p.model)
     result = train(model, sample, p.config, eval_sets={"id": [...]})
@@ -30,12 +30,12 @@ import torch.nn.functional as F
 
 from ..ledger.comparison import (UnequalTrainingError, check_equal_training, comparison_table, format_comparison,
                          json_key, paired_differences, run_record)
-from ..hardware import compute_dtype, hardware
+from ..hardware import complete_presets, compute_dtype, preset_name
 from ..records import write_result
 from .state import Checkpoints, Progress, rng_state
 
 __all__ = [
-    "TrainConfig", "Preset", "PRESETS", "task_preset", "hardware", "set_seed", "lr_at", "masked_loss",
+    "TrainConfig", "Preset", "PRESETS", "task_preset", "set_seed", "lr_at", "masked_loss",
     "evaluate", "train", "save_result", "train_task", "task_eval_sets", "FLIP_FLOP_EVAL",
     "GeneratedEval", "run_record", "UnequalTrainingError", "check_equal_training", "comparison_table",
     "format_comparison", "paired_differences",
@@ -99,13 +99,18 @@ def _preset(steps, lr, warmup, batch_size, model, task, eval_batch_size=256, eva
                   dict(model), dict(task), eval_batch_size, eval_batches)
 
 
-# tiny: a CPU run inside the book build (seconds to a minute); full: the recorded GPU runs.
-PRESETS: Dict[str, Dict[str, Preset]] = {
+# tiny: a CPU run inside the book build (seconds to a minute); full: the recorded GPU runs; every other
+# preset of path_lib.hardware.PRESET_TABLE (small: a T4-class GPU) is set where a task gives it, else
+# between tiny and full (path_lib.hardware.complete_presets).
+_TASK_PRESETS: Dict[str, Dict[str, Preset]] = {
     "flip_flop": {
         "tiny": _preset(300, 3e-3, 30, 32, dict(d_model=32, n_layers=1, n_heads=2), dict(length=64, p_ignore=0.8),
                         eval_batch_size=128, eval_batches=2),
         "full": _preset(1500, 3e-3, 100, 128, dict(d_model=64, n_layers=1, n_heads=2), dict(length=512, p_ignore=0.8),
                         eval_batch_size=256, eval_batches=8),
+        # a T4: full's model and steps on half the length and batch
+        "small": _preset(1500, 3e-3, 100, 64, dict(d_model=64, n_layers=1, n_heads=2), dict(length=256, p_ignore=0.8),
+                         eval_batch_size=256, eval_batches=8),
     },
     "a5": {
         "tiny": _preset(300, 3e-3, 30, 32, dict(d_model=32, n_layers=1, n_heads=2), dict(length=16),
@@ -130,15 +135,17 @@ PRESETS: Dict[str, Dict[str, Preset]] = {
                         eval_batches=4),
     },
 }
+PRESETS: Dict[str, Dict[str, Preset]] = {task: complete_presets(p) for task, p in _TASK_PRESETS.items()}
 
 
 def task_preset(task: str, which: Optional[str] = None) -> Preset:
-    """The preset for ``task`` (a key of :data:`PRESETS`): ``which`` = "tiny" / "full", or by hardware."""
+    """The preset for ``task`` (a key of :data:`PRESETS`): ``which``, a preset's name
+    (``path_lib.hardware.PRESET_NAMES``), or None for this machine's (:func:`path_lib.hardware.preset_name`)."""
     if task not in PRESETS:
         raise ValueError(f"task must be one of {tuple(PRESETS)}, got {task!r}")
-    which = hardware() if which is None else which
-    if which not in ("tiny", "full"):
-        raise ValueError(f"which must be 'tiny', 'full' or None, got {which!r}")
+    which = preset_name() if which is None else which
+    if which not in PRESETS[task]:
+        raise ValueError(f"which must be one of {tuple(PRESETS[task])} or None, got {which!r}")
     return dataclasses.replace(PRESETS[task][which])
 
 

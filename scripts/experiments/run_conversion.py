@@ -57,6 +57,7 @@ def build_config(args):
 
 
 def main(argv=None):
+    from path_lib.impl import CHOICES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     ap.add_argument("--out", default=None, help="record path (default results/lm/conversion_<preset>.json)")
@@ -65,7 +66,7 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of this call (then pause)")
     ap.add_argument("--workers", type=int, default=1, help="seeds in parallel processes")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--backend", choices=["triton", "blockwise"], default=None,
+    ap.add_argument("--backend", choices=CHOICES["path_layer"], default=None,
                     help="PaTH backend (default: triton when the kernels run here, else blockwise)")
     ap.add_argument("--stop-after-steps", type=int, default=None, help="pause every phase after N steps (tests)")
     for k in INT_OVERRIDES:

@@ -490,6 +490,7 @@ def _rate_key(job) -> str:
 
 
 def main(argv=None):
+    from path_lib.impl import CHOICES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phases", default="flip_flop,lm,mqrar,a5", help=f"comma list of {PHASES}")
     ap.add_argument("--state", default="runs/gpu_state")
@@ -499,7 +500,7 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--steps", type=int, default=None, help="override every phase's steps (smoke tests)")
-    ap.add_argument("--backend", choices=["auto", "triton", "blockwise"], default="auto")
+    ap.add_argument("--backend", choices=CHOICES["path_layer"], default="auto")
     ap.add_argument("--device", default=None)
     ap.add_argument("--ff-models", default=",".join(TASK_MODELS))
     ap.add_argument("--ff-sparse-reads", type=int, default=1_000_000)

@@ -158,6 +158,7 @@ def summarise(task: str, results: list) -> dict:
 
 
 def main(argv=None):
+    from path_lib.impl import CHOICES
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", choices=["tiny", "full"], default="full")
     ap.add_argument("--out", default="results/synthetic/")
@@ -167,7 +168,7 @@ def main(argv=None):
     ap.add_argument("--layers", default="1,2,3,4")
     ap.add_argument("--mqrar-models", default="path,rope")
     ap.add_argument("--models", default=",".join(MODELS), help="models for flip-flop and A5")
-    ap.add_argument("--backend", choices=["auto", "triton", "blockwise"], default="auto",
+    ap.add_argument("--backend", choices=CHOICES["path_layer"], default="auto",
                     help="PaTH backend: auto = Triton kernels if they pass a check at every head dim")
     ap.add_argument("--job-budget-s", type=float, default=None,
                     help="training seconds of every job (default: a fraction of --budget-s per task)")

@@ -23,9 +23,11 @@ Runs on CUDA GPUs (bfloat16 needs compute capability >= 8.0) and, for CI, on the
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
+from typing import Any, Dict, NamedTuple
 
 from path_lib.validation import as_device
 
@@ -37,15 +39,26 @@ from ._config import (A100, CPU, H200, HEAD_DIMS, SM86, T4, DeviceInfo, Fallback
 from ._config import kernel_config as _kernel_config
 
 __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS", "GPU_VERIFIED",
-           "VERIFIED_BY", "sources_sha256", "code_sha256", "code_text", "blocking", "kernel_config",
+           "VERIFIED", "VERIFIED_BY", "Verification", "verification", "sources_sha256", "code_sha256", "code_text", "blocking", "kernel_config",
            "KernelConfig", "Warps", "Stages", "DeviceInfo", "H200", "A100", "SM86", "T4", "CPU", "Overrides",
            "env_overrides", "FallbackState", "fallback_state", "backward_slices", "TIMING_EQUIVALENT"]
 
-#: The recorded GPU correctness sweep (``benchmarks/correctness_sweep.py``) that passed at every coverage
-#: point (25 of 25 cases: 2026-12-05, H200, torch 2.11, triton 3.6, commit 1a6ac47: v22's kernels split
-#: into stage modules) for the kernel code whose hash (:func:`code_sha256`) is ``_VERIFIED_CODE_SHA256``.
-VERIFIED_BY = "benchmarks/results/correctness_sweep.json"
-_VERIFIED_CODE_SHA256 = "b6feccf4cba6a71755d45b02c1642994ae2c14eb310cb952b996f7a4d238e116"
+#: The GPU correctness sweep that passed (``benchmarks/correctness_sweep.py``, every coverage point: 25 of 25
+#: cases on 2026-12-05 at commit 1a6ac47, v22's kernels split into stage modules) and what it ran with: the
+#: kernels' code hash (:func:`code_sha256`) and raw hash (:func:`sources_sha256`), the Triton version
+#: (major.minor), the GPU and its compute capability, and the record. After a new sweep this is the one
+#: constant to change, from the record's ``kernel_code_sha256``, ``kernel_sources_sha256`` and
+#: ``provenance`` (tests/test_kernel_records.py checks that they agree).
+VERIFIED: Dict[str, Any] = {
+    "code_sha256": "b6feccf4cba6a71755d45b02c1642994ae2c14eb310cb952b996f7a4d238e116",
+    "sources_sha256": "70c3b3b802564d2eef8d41549ced15655512cfeaefa16a426b0c060e287f406e",
+    "triton": "3.6",
+    "gpu": "NVIDIA H200",
+    "capability": (9, 0),
+    "record": "benchmarks/results/correctness_sweep.json",
+}
+#: The sweep's record (a stable name; ``VERIFIED["record"]``).
+VERIFIED_BY = VERIFIED["record"]
 #: Earlier kernel code whose timings stand for the verified code: code hash -> why (the speed chapter
 #: prints it under the speed record, ``benchmarks/results/bench_path.json``, which timed v22 before the
 #: split; ``tests/test_kernel_records.py`` checks the comparison it cites).
@@ -63,14 +76,29 @@ TIMING_EQUIVALENT: dict = {
 _SOURCES = ("_config.py", "_launch.py", "_precompute.py", "_forward.py", "_backward.py", "_autograd.py",
             "_api.py", "_keys_to_end.py", "_triton_kernels.py", "_triton_common.py", "_triton_forward.py",
             "_triton_backward.py", "_triton_factors.py", "short_conv.py")
+#: Code outside this package that the kernels run: (module, class), hashed as ``module:class``.
+_HASHED_ELSEWHERE: tuple = ()
 
 
 def _kernel_files():
-    return [(name, (Path(__file__).resolve().parent / name).read_text()) for name in _SOURCES]
+    """``(name, text)`` of everything the gate hashes: :data:`_SOURCES`, then :data:`_HASHED_ELSEWHERE`
+    (a class's source, decorators included)."""
+    import ast
+    import importlib
+
+    here = Path(__file__).resolve().parent
+    out = [(name, (here / name).read_text()) for name in _SOURCES]
+    for module, cls in _HASHED_ELSEWHERE:
+        source = Path(importlib.import_module(module).__file__ or "").read_text()
+        node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+        lines = source.splitlines(keepends=True)
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        out.append((f"{module}:{cls}", "".join(lines[first:node.end_lineno])))
+    return out
 
 
 def sources_sha256() -> str:
-    """SHA-256 of the kernel files' raw bytes (``_SOURCES`` in order)."""
+    """SHA-256 of the hashed code's raw bytes (:data:`_SOURCES`, then :data:`_HASHED_ELSEWHERE`, in order)."""
     h = hashlib.sha256()
     for _, text in _kernel_files():
         h.update(text.encode())
@@ -111,19 +139,80 @@ def code_text(source: str) -> str:
 
 
 def code_sha256() -> str:
-    """SHA-256 of the kernels' code: :func:`code_text` of each of ``_SOURCES`` in order, each
-    preceded by its file name."""
+    """SHA-256 of the kernels' code: :func:`code_text` of each hashed text (:func:`sources_sha256`'s) in
+    order, each preceded by its name."""
     h = hashlib.sha256()
     for name, text in _kernel_files():
         h.update(f"{name}\n".encode() + code_text(text).encode())
     return h.hexdigest()
 
 
-#: Whether this kernel code passed the full GPU sweep (``VERIFIED_BY``). Any change to the code (not
-#: to comments or docstrings) turns it False until a new sweep passes and the hash above is updated;
-#: then ``PaTHAttention(backend="auto")`` falls back to the blockwise PyTorch path with a warning on
-#: CUDA (``backend="triton"`` still asks for the kernels explicitly).
-GPU_VERIFIED = code_sha256() == _VERIFIED_CODE_SHA256
+class Verification(NamedTuple):
+    """What :func:`verification` found. ``code``: this code is the swept code; ``triton``: the installed
+    Triton version (``""`` without Triton); ``verified``: both the code and the Triton version (major.minor)
+    are the sweep's (:data:`GPU_VERIFIED`); ``reason``: why not, in a sentence (``""`` when verified)."""
+    verified: bool
+    code: bool
+    triton: str
+    reason: str
+
+    def describe(self, device=None) -> str:
+        """A plain sentence: verified or not and why, with the GPU the sweep ran on; for a CUDA
+        ``device`` of another compute capability, that it was not in the sweep."""
+        swept = (f"the GPU sweep passed with Triton {VERIFIED['triton']} on an {VERIFIED['gpu']} "
+                 f"(sm_{VERIFIED['capability'][0]}{VERIFIED['capability'][1]})")
+        text = f"verified: {swept}" if self.verified else f"unverified: {self.reason}; {swept}"
+        if device is not None:
+            from path_lib.hardware import describe_device
+            info = describe_device(device)
+            if info.kind == "cuda" and info.capability != tuple(VERIFIED["capability"]):
+                text += (f"; this GPU (sm_{info.capability[0]}{info.capability[1]}) was not in the sweep "
+                         "(its launch configuration is the kernels' tables for its class)")
+        return text
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return ""
+    return str(triton.__version__)
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+@functools.lru_cache(maxsize=None)
+def verification() -> Verification:
+    """Whether this kernel code, under the installed Triton, is what the GPU sweep (:data:`VERIFIED`) passed.
+
+    Computed once per process, on first use (not at import): the raw hash of the hashed files first
+    (a millisecond); only where those bytes differ from the sweep's is the code hash computed (comments
+    and docstrings left out, about 0.15 s)."""
+    code = sources_sha256() == VERIFIED["sources_sha256"] or code_sha256() == VERIFIED["code_sha256"]
+    triton = _triton_version()
+    same_triton = bool(triton) and _major_minor(triton) == VERIFIED["triton"]
+    if not code:
+        reason = ("this kernel code has not passed the GPU correctness sweep (benchmarks/DESIGN.md, How to change "
+                  "a kernel)")
+    elif not same_triton:
+        reason = (f"the kernels are unverified with Triton {triton or '(none)'}: the sweep ran with Triton "
+                  f"{VERIFIED['triton']}, and another version compiles the same code into other GPU code")
+    else:
+        reason = ""
+    return Verification(code and same_triton, code, triton, reason)
+
+
+def __getattr__(name: str):
+    # GPU_VERIFIED: whether this kernel code passed the full GPU sweep (VERIFIED) under this Triton version;
+    # read lazily (PEP 562) so that importing the kernels hashes nothing. Any change to the code (not to
+    # comments or docstrings), or another Triton version, makes it False: then PaTHAttention(backend="auto")
+    # falls back to the blockwise PyTorch path with a warning on CUDA (backend="triton" still asks for the
+    # kernels explicitly).
+    if name == "GPU_VERIFIED":
+        return verification().verified
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_flag(x, name: str) -> None:

@@ -86,7 +86,7 @@ class _PathAttnFn(torch.autograd.Function):
         def attempt(c):
             cur = saved
             if (c.block, c.seg_blocks) != (cfg.block, cfg.seg_blocks):  # smaller: recompute the factors
-                G = saved.gate_cumsum.transpose(1, 2) if has_g else None
+                G = saved.gate_cumsum.transpose(1, 2) if has_g else None  # type: ignore[union-attr]  # has_g: saved
                 cur = _forward_impl(q, saved.k, saved.v, saved.w, saved.beta, G, scale, c)[1]
             return _backward_impl(cur, do, scale, c, has_g)
 

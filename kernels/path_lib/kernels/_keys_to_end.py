@@ -75,15 +75,15 @@ def _pair_products(Seg):
         return eye.expand(B, H, 1, D, D).contiguous()
     full = [[None] * NS for _ in range(NS)]
     for kc in range(1, NS):
-        full[kc][kc - 1] = eye.expand(B, H, D, D)
+        full[kc][kc - 1] = eye.expand(B, H, D, D)  # type: ignore[call-overload]  # None: not yet known
     for dist in range(1, NS - 1):  # Om(kc, kc-1-dist) = Om(kc, kc-dist) Seg_{kc-dist}
         kcs = list(range(dist + 1, NS))
-        prev = torch.stack([full[kc][kc - dist] for kc in kcs], dim=2)
+        prev = torch.stack([full[kc][kc - dist] for kc in kcs], dim=2)  # type: ignore[misc]
         new = prev @ Seg[:, :, [kc - dist for kc in kcs]]
         for i, kc in enumerate(kcs):
             full[kc][kc - 1 - dist] = new[:, :, i]
     out = [full[kc][k] for kc in range(1, NS) for k in range(kc)]
-    return torch.stack(out, dim=2).contiguous()
+    return torch.stack(out, dim=2).contiguous()  # type: ignore[arg-type]  # every entry set above
 
 
 def _suffix_chain(Seg):

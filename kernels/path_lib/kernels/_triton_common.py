@@ -29,7 +29,7 @@ def _interpreter_compat():
         orig(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
 
-    patched._path_compat = True
+    patched._path_compat = True  # type: ignore[attr-defined]  # a marker on the function
     _it._patch_lang_tensor = patched
 
 

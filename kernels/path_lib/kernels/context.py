@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 
@@ -105,7 +105,7 @@ def chunk_backward(state: ChunkState, o: torch.Tensor, lse: torch.Tensor, do: to
     def attempt(c):
         cur = saved._replace(**merged)
         if (c.block, c.seg_blocks) != (state.cfg.block, state.cfg.seg_blocks):   # a smaller retry: new factors
-            G = saved.gate_cumsum.transpose(1, 2) if state.has_g else None
+            G = cast(torch.Tensor, saved.gate_cumsum).transpose(1, 2) if state.has_g else None   # saved with a gate
             fresh = _forward_impl(q, saved.k, saved.v, saved.w, saved.beta, G, state.scale, c)[1]
             cur = fresh._replace(**merged)
         return _backward_impl(cur, dop, state.scale, c, state.has_g)

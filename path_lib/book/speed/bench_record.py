@@ -81,7 +81,7 @@ def normalize_bench(rec: Optional[dict]) -> Optional[dict]:
     timed = out.get("kernel_code_sha256")
     try:
         import path_lib.kernels
-        verified, equivalent = path_lib.kernels._VERIFIED_CODE_SHA256, path_lib.kernels.TIMING_EQUIVALENT
+        verified, equivalent = path_lib.kernels.VERIFIED["code_sha256"], path_lib.kernels.TIMING_EQUIVALENT
     except ImportError:         # the kernels package is not importable here: nothing to compare with
         verified, equivalent = None, {}
     if timed is not None and verified is not None and timed != verified:

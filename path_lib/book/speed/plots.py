@@ -34,7 +34,7 @@ def _finish(fig, axes, rec, ylabel):
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     Ts = sorted({s[1] for s in shapes(rec)})
-    handles = {}
+    handles: dict = {}
     for ax in axes.flat:
         ax.set_xscale("log")
         ax.set_yscale("log")
