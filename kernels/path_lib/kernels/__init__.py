@@ -164,7 +164,8 @@ class Verification(NamedTuple):
         text = f"verified: {swept}" if self.verified else f"unverified: {self.reason}; {swept}"
         if device is not None:
             from path_lib.hardware import describe_device
-            info = describe_device(device)
+            # a device description (the library's, or the configuration's own copy) is read as it is
+            info = device if hasattr(device, "capability") and hasattr(device, "kind") else describe_device(device)
             if info.kind == "cuda" and info.capability != tuple(VERIFIED["capability"]):
                 text += (f"; this GPU (sm_{info.capability[0]}{info.capability[1]}) was not in the sweep "
                          "(its launch configuration is the kernels' tables for its class)")
