@@ -44,7 +44,7 @@ __all__ = ["path_attention", "transform_keys_to_end", "is_available", "HEAD_DIMS
            "env_overrides", "FallbackState", "fallback_state", "backward_slices", "TIMING_EQUIVALENT"]
 
 #: The GPU correctness sweep that passed (``benchmarks/correctness_sweep.py``, every coverage point: 25 of 25
-#: cases on 2026-12-05 at commit 1a6ac47, v22's kernels split into stage modules) and what it ran with: the
+#: cases on 2026-12-05, v22's kernels split into stage modules) and what it ran with: the
 #: kernels' code hash (:func:`code_sha256`) and raw hash (:func:`sources_sha256`), the Triton version
 #: (major.minor), the GPU and its compute capability, and the record. After a new sweep this is the one
 #: constant to change, from the record's ``kernel_code_sha256``, ``kernel_sources_sha256`` and
