@@ -8,4 +8,5 @@
     kernel_diagrams  the kernel chapter's tile and segment diagrams.
     gloo_group       a CPU process group (gloo) and the scale-out chapter's context-parallel self-check.
     chapter_times    how long each page runs (CPU, GPU measured or estimated): notes and the table.
+    progress         progress bars of long cells (text in the static build) and their expected T4 time.
 """
