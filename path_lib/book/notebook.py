@@ -5,6 +5,7 @@
     cfg = pick_preset(tiny=dict(T=64, steps=200), full=dict(T=1024, steps=5000))
     bench = optional_record("bench")      # the current speed record, by its stable name (None if missing)
     show_provenance(bench)                # prints the "Recorded run: ..." label
+    show_provenance_dropdown(bench)       # the same, collapsed: device, versions, commit, date, command
 
 ``device`` and ``pick_preset`` are the library's (:mod:`path_lib.hardware`), and
 ``optional_record`` and ``repo_root`` are :mod:`path_lib.records`' (the registry, provenance, schema
