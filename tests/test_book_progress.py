@@ -102,8 +102,11 @@ def test_t4_seconds_is_the_estimate_of_the_summed_work():
 
 def test_expected_time_note_says_estimate():
     note = pg.expected_time_note(42.4)
-    assert "about 42 s" in note and "T4" in note and "estimate" in note and "small preset" in note
+    flat = " ".join(note.split())
+    assert "about 42 s" in flat and "T4" in flat and "estimate" in flat and "small preset" in flat
     assert "about 3 min" in pg.expected_time_note(170.0)
+    assert all(len(line) <= 40 for line in pg.expected_time_note(5.0, width=40).splitlines())
+    assert max(len(line) for line in note.splitlines()) <= 78
     for bad in (-1.0, float("nan"), float("inf"), "5"):
         with pytest.raises(ValueError, match="t4_s"):
             pg.expected_time_note(bad)

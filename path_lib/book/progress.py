@@ -161,12 +161,16 @@ def _about(seconds: float) -> str:
     return f"about {max(1, round(seconds))} s" if seconds < 99.5 else f"about {max(2, round(seconds / 60))} min"
 
 
-def expected_time_note(t4_s: float, *, preset: str = "small") -> str:
+def expected_time_note(t4_s: float, *, preset: str = "small", width: int = 78) -> str:
     """One sentence for beside a long cell's bar: its expected time on a T4 with the ``preset`` it runs
-    there, labelled as an estimate from counted operations (no measured T4 time exists for it)."""
+    there, labelled as an estimate from counted operations (no measured T4 time exists for it), in
+    lines of at most ``width`` characters (a printed line must fit the page's code box)."""
+    import textwrap
+
     if isinstance(t4_s, bool) or not isinstance(t4_s, (int, float)) or not t4_s >= 0 or t4_s == float("inf"):
         raise ValueError(f"t4_s must be a finite number of seconds >= 0, got {t4_s!r}")
     if not isinstance(preset, str):
         raise TypeError(f"preset must be a str, got {type(preset).__name__}")
-    return (f"Expected on a T4 ({preset} preset): {_about(t4_s)}, estimated from counted operations "
-            "(not a measurement).")
+    _check_count("width", width, 20)
+    return textwrap.fill(f"Expected on a T4 ({preset} preset): {_about(t4_s)}, estimated from counted "
+                         "operations (not a measurement).", width)
