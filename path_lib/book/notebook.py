@@ -51,7 +51,8 @@ def public_command(command: str) -> str:
     if not isinstance(command, str):
         raise TypeError(f"command must be a str, got {type(command).__name__}")
     words = shlex.split(command)
-    out, skip = [], False
+    out: list = []
+    skip = False
     for w in words:
         if skip:
             skip = False
