@@ -12,6 +12,7 @@
                      package, so that every chapter gets it from the helper it imports first.
     chapter_times    how long each chapter runs, measured on a CPU and on GPUs: the intro's table, notes.
     api              the API reference's pages (book/api/) and their Sphinx extension.
+    progress         progress bars of long cells (text in the static build) and their expected T4 time.
 """
 from . import style as _style
 

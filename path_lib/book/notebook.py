@@ -5,6 +5,7 @@
     lengths = preset_sizes("blockwise.lengths")   # this machine's row of path_lib.hardware.PRESET_TABLE
     bench = optional_record("bench")      # the current speed record, by its stable name (None if missing)
     show_provenance(bench)                # prints the "Recorded run: ..." label
+    show_provenance_dropdown(bench)       # the same, collapsed: device, versions, commit, date, command
 
 ``device``, ``preset_name``, ``preset_sizes`` and ``pick_preset`` are the library's (:mod:`path_lib.hardware`:
 the preset table), and
@@ -20,19 +21,78 @@ from pathlib import Path
 from ..hardware import device, pick_preset, preset_name, preset_sizes
 from ..records import optional_record, provenance_label, repo_root
 
-__all__ = ["DEVICE", "device", "preset_name", "preset_sizes", "pick_preset", "optional_record", "repo_root", "show_provenance", "toc_files"]
+__all__ = ["DEVICE", "device", "preset_name", "preset_sizes", "pick_preset", "optional_record", "repo_root",
+           "show_provenance", "public_command", "provenance_details", "show_provenance_dropdown", "toc_files"]
 
 DEVICE = device()
 
 
-def show_provenance(data: dict) -> None:
-    """Display the provenance label of a recorded result under the table/figure built from it
-    (the command as code, so that it can be copied as it ran)."""
-    from IPython.display import Markdown, display
+def show_provenance(data: dict, summary: str = "How this run was made") -> None:
+    """Display how a recorded result was made, under the table or figure built from it: a collapsed
+    dropdown (:func:`provenance_details`: device, versions, commit, date, the public command)."""
+    from IPython.display import HTML, display
+
+    display(HTML(provenance_details(data, summary)))
+
+
+#: Options of the run scripts that say where a run kept its files or how a machine's time was split
+#: (resumable state, output paths, budgets per call, parallel workers): they do not change the result,
+#: so :func:`public_command` leaves them out, with their values.
+MACHINE_OPTIONS = ("--state", "--resume-from", "--out", "--out-dir", "--budget-s", "--deadline-s", "--workers",
+                   "--json")
+#: Folders of the machine a run happened on: a word under one of them is the machine's, not the reader's.
+MACHINE_PATHS = ("/tmp/", "/root/", "/work/")
+
+
+def public_command(command: str) -> str:
+    """The command a reader runs to reproduce a record, from the one the record stores: the run
+    script's path in this repository (``scripts/experiments/...``) and its options, less
+    :data:`MACHINE_OPTIONS` (with their values) and environment assignments (``NAME=value``)."""
+    import shlex
+
+    if not isinstance(command, str):
+        raise TypeError(f"command must be a str, got {type(command).__name__}")
+    words = shlex.split(command)
+    out: list = []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        name = w.split("=", 1)[0]
+        if name in MACHINE_OPTIONS:
+            skip = "=" not in w
+            continue
+        if not out and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", w):
+            continue
+        if w.startswith(MACHINE_PATHS) or w.split("=", 1)[-1].startswith(MACHINE_PATHS):
+            continue
+        if w.startswith("experiments/"):
+            w = "scripts/" + w
+        out.append(w)
+    if out and out[0] in ("python3", "python"):
+        out[0] = "python"
+    return " ".join(shlex.quote(w) for w in out)
+
+
+def provenance_details(data: dict, summary: str = "How this run was made") -> str:
+    """HTML of a collapsed ``<details>`` block with a record's provenance: device, versions, commit,
+    date and :func:`public_command`. It renders as a dropdown in Jupyter, Colab and the static site."""
+    import html
 
     p = data["provenance"]
-    label = provenance_label(data).split("; command:")[0]
-    display(Markdown(f"*{label}*; command: `{p['command']}`"))
+    rows = [("device", p.get("device")),
+            ("versions", f"torch {p.get('torch')}, triton {p.get('triton')}, Python {p.get('python')}"),
+            ("commit", str(p.get("commit"))), ("date", str(p.get("date", ""))[:10])]
+    items = "".join(f"<li>{k}: {html.escape(str(v))}</li>" for k, v in rows)
+    command = html.escape(public_command(str(p.get("command", ""))))
+    return (f"<details><summary>{html.escape(summary)}</summary><ul>{items}"
+            f"<li>command: <code>{command}</code></li></ul></details>")
+
+
+def show_provenance_dropdown(data: dict, summary: str = "How this run was made") -> None:
+    """:func:`show_provenance` (the name chapters 5, 12 and 12b use)."""
+    show_provenance(data, summary)
 
 
 def toc_files(root=None) -> list:
