@@ -238,6 +238,8 @@ _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*
 _DIRECTIVE = re.compile(r"^\{(?P<name>[A-Za-z][\w:+.-]*)\}[ \t]*(?P<arg>.*)$")
 _OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
 _HEADING = re.compile(r"^(?P<hashes>#{1,6})[ \t]+(?P<text>.*?)[ \t]*#*[ \t]*$")
+#: Where the API reference's pages live (Sphinx autodoc, path_lib.book.api): no reader copies there.
+API_DIR = "book/api/"
 _INLINE = re.compile(
     r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)[\s\S]*?(?<!`)(?P=ticks)(?!`))"
     r"|(?P<role>\{(?P<name>[A-Za-z][\w:+.-]*)\}`(?P<content>[^`]*)`)"
@@ -434,6 +436,8 @@ class ReaderBook:
         self._page = page
         self.citations[page.docname] = []
         self._stack: List[_OpenHeading] = []
+        if page.docname.startswith(API_DIR):           # the API reference: Sphinx's autodoc pages, no
+            return []                                  # reader copy (Markdown pages get none anyway)
         self._h1 = False
         cells = [self._lines(src.split("\n"), top=True) for src in self.source_markdown(page.docname)]
         self._top_children[page.docname] = self._stack[0].children if self._stack else 0
@@ -549,7 +553,20 @@ class ReaderBook:
                 raise ValueError(f"{where}: {target!r} is a{' block' if name == 'eq' else 'n equation'}, "
                                  f"use {{{'prf:ref' if name == 'eq' else 'eq'}}}")
             return f"[{title or t.text}]({self.page_url(t.docname)}#{t.anchor})"
+        if name.startswith("py:"):                     # a name of the API reference: code, linked there
+            if not self._resolve:
+                return content
+            return self._api_link(title, target.lstrip("~"), where)
         raise ValueError(f"{where}: the role {{{name}}} is not supported by the reader notebooks")
+
+    def _api_link(self, title: Optional[str], dotted: str, where: str) -> str:
+        """``dotted`` as inline code linking to its anchor on the API page of the module that holds it."""
+        parts = dotted.split(".")
+        for n in range(len(parts), 0, -1):
+            docname = API_DIR + ".".join(parts[:n])
+            if docname in self.by_name:
+                return f"[`{title or dotted}`]({self.page_url(docname)}#{dotted})"
+        raise ValueError(f"{where}: no page of the API reference holds {dotted!r}")
 
     # -- directives -----------------------------------------------------------------------------------
 
