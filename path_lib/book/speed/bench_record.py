@@ -85,7 +85,7 @@ def normalize_bench(rec: Optional[dict]) -> Optional[dict]:
     except ImportError:         # the kernels package is not importable here: nothing to compare with
         verified, equivalent = None, {}
     if timed is not None and verified is not None and timed != verified:
-        notes.append(f"This record timed kernel code {timed[:8]}, not the verified code here ({verified[:8]}): "
+        notes.append("This record timed an earlier version of the kernels' code than the verified one here: "
                      + equivalent.get(timed, "no equivalence between the two is recorded, so these times are "
                                              "not the current kernels'") + ".")
     out["notes"] = notes
