@@ -157,6 +157,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict:
     from .corpus import sample_windows
     from ..nn.model import TinyLM
     from .loop import TrainConfig, save_result, set_seed, train
+    from .state import discard_checkpoint
 
     args = build_parser().parse_args(argv)
     if args.batch < 1 or args.steps < 1 or args.seq_len < 1:
@@ -187,8 +188,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict:
     eval_sets = {"val": [sample_windows(corpus.val, args.batch, args.seq_len, generator=g_eval)
                          for _ in range(args.eval_batches)]} if args.eval_batches else None
     ck = str(Path(args.checkpoint_dir, "train_state.pt")) if args.checkpoint_dir else None
-    if ck is not None and not args.resume and rank == 0 and Path(ck).exists():
-        Path(ck).unlink()                                 # a fresh run: no stale state to resume from
+    if ck is not None and not args.resume and rank == 0:
+        discard_checkpoint(ck)                            # a fresh run: no stale state to resume from
     if hooks is not None:
         hooks.mean(torch.zeros(()))                       # rank 0 has cleared the old state
     result = train(model, sample, cfg, eval_sets=eval_sets, device=device, progress=args.progress and rank == 0,
