@@ -34,6 +34,8 @@ import math
 import os
 from typing import Any, Optional, Tuple, TypeVar
 
+from .validation import as_device, check_choice, check_int, check_ints, check_number, check_str
+
 __all__ = ["DeviceInfo", "GPURates", "GPUS", "FULL_MIN_CAPABILITY", "FULL_MIN_MEMORY_GB", "FULL_MIN_SMS",
            "PRESET_NAMES", "ATTAINED", "LAUNCH_S", "device", "describe_device", "hardware_class",
            "forced_preset", "preset_name", "pick_preset", "default_small", "compute_dtype", "hardware",
@@ -71,6 +73,11 @@ class DeviceInfo:
             raise ValueError(f"kind must be 'cpu' or 'cuda', got {self.kind!r}")
         if self.kind == "cuda" and (self.capability is None or len(tuple(self.capability)) != 2):
             raise ValueError(f"capability must be (major, minor) for a CUDA device, got {self.capability!r}")
+        check_str(self.name, "name", empty=True)
+        if self.capability is not None:
+            check_ints(self.capability, "capability", min_len=2, max_len=2, minimum=0)
+        check_number(self.memory_gb, "memory_gb", positive=True, optional=True)
+        check_int(self.sms, "sms", minimum=1, optional=True)
 
 
 def device() -> str:
@@ -90,9 +97,9 @@ def describe_device(dev: Any = None) -> DeviceInfo:
     if dev is None:
         dev = device()
     try:
-        dev = torch.device(dev)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"dev must be a device ('cpu', 'cuda', 'cuda:0', torch.device), got {dev!r}") from e
+        dev = as_device(dev, "dev")
+    except ValueError as e:
+        raise ValueError(f"dev must be a device here ('cpu', 'cuda', 'cuda:0', torch.device): {e}") from None
     if dev.type != "cuda":
         return DeviceInfo("cpu", name="cpu")
     props = torch.cuda.get_device_properties(dev.index if dev.index is not None else torch.cuda.current_device())
@@ -220,6 +227,11 @@ class GPURates:
     fp64_tflops: float
     bandwidth_gbs: float
 
+    def __post_init__(self):
+        check_str(self.name, "name")
+        for field in ("half_tflops", "fp32_tflops", "fp64_tflops", "bandwidth_gbs"):
+            check_number(getattr(self, field), field, positive=True)
+
 
 #: Data-sheet peaks of the GPUs the presets are sized for.
 GPUS = {
@@ -241,13 +253,10 @@ def estimate_seconds(flops: float, nbytes: float, launches: float = 0, *, gpu: s
     ``flops``: counted matrix-product operations; ``nbytes``: bytes read and written in global memory;
     ``precision``: ``"half"`` (float16 / bfloat16 on tensor cores), ``"fp32"`` or ``"fp64"``: which peak
     rate the products run at. An estimate (compiles not included)."""
-    if gpu not in GPUS:
-        raise ValueError(f"gpu must be one of {sorted(GPUS)}, got {gpu!r}")
-    if precision not in ("half", "fp32", "fp64"):
-        raise ValueError(f"precision must be 'half', 'fp32' or 'fp64', got {precision!r}")
+    check_choice(gpu, "gpu", sorted(GPUS))
+    check_choice(precision, "precision", ("half", "fp32", "fp64"))
     for name, x in (("flops", flops), ("nbytes", nbytes), ("launches", launches)):
-        if not isinstance(x, (int, float)) or isinstance(x, bool) or not x >= 0:
-            raise ValueError(f"{name} must be a number >= 0, got {x!r}")
+        check_number(x, name, minimum=0.0)
     r = GPUS[gpu]
     peak = dict(half=r.half_tflops, fp32=r.fp32_tflops, fp64=r.fp64_tflops)[precision] * 1e12
     return flops / (peak * ATTAINED) + nbytes / (r.bandwidth_gbs * 1e9 * ATTAINED) + launches * LAUNCH_S

@@ -9,8 +9,8 @@ that every entry point refuses bad input with the same kind of message. ``__all_
     check_beta_range, check_unit_rows, check_log_gate                 PaTH's value conditions
     check_bool, check_int, check_number, check_choice, check_tokens  plain arguments
     check_probability, check_seed, check_numbers, check_ints, check_str  plain arguments
-    check_callable, check_path, check_dtype, check_instance, check_mapping, check_generator
-    dtype_name, FLOAT_DTYPES, PARAM_DTYPES, UNIT_NORM_TOL, SEED_MAX   helpers and constants
+    check_callable, check_path, check_dtype, check_format, check_instance, check_mapping, check_generator
+    dtype_name, FLOAT_DTYPES, PARAM_DTYPES, UNIT_NORM_TOL, INT_MAX, SEED_MAX   helpers and constants
 
 Range checks are written so that NaN fails them: ``not (lo <= x <= hi)`` (a tensor: ``~((x >= lo) & (x <= hi))``),
 never ``x < lo or x > hi``, which is False for NaN and would let it through.
@@ -33,7 +33,7 @@ import math
 import numbers
 import os
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence
 
 import torch
 from numpy import bool_ as np_bool
@@ -44,7 +44,7 @@ __all__ = [
     "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values", "check_scale",
     "check_bool", "check_optional_bool", "check_int", "check_number", "check_choice", "check_tokens",
     "check_probability", "check_seed", "check_numbers", "check_ints", "check_str", "check_callable", "check_path",
-    "check_dtype", "check_instance", "check_mapping", "check_generator", "values_checked", "SEED_MAX",
+    "check_dtype", "check_format", "check_instance", "check_mapping", "check_generator", "values_checked", "SEED_MAX", "INT_MAX",
     "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens",
 ]
 
@@ -54,8 +54,10 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 PARAM_DTYPES = (torch.float32, torch.float64)
 #: how far ``||w_t||`` may be from 1 before :func:`check_unit_rows` refuses w
 UNIT_NORM_TOL = 1e-3
+#: the largest int :func:`check_int` accepts unless told otherwise: torch's sizes and indices are int64
+INT_MAX = 2 ** 63 - 1
 #: the largest seed :func:`check_seed` accepts (``torch.manual_seed`` and NumPy take it; larger ones they refuse)
-SEED_MAX = 2 ** 63 - 1
+SEED_MAX = INT_MAX
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -217,8 +219,9 @@ def _is_real(value) -> bool:
 
 def check_int(value, name: str, *, minimum: Optional[int] = None, maximum: Optional[int] = None,
               choices: Optional[Sequence[int]] = None, optional: bool = False):
-    """An int (Python or NumPy, not a bool), at least ``minimum``, at most ``maximum`` and among
-    ``choices`` when given (None allowed when ``optional``); returned as a Python int."""
+    """An int (Python or NumPy, not a bool), at least ``minimum``, at most ``maximum`` (default
+    :data:`INT_MAX`: larger ints fit no tensor size or index) and among ``choices`` when given (None allowed
+    when ``optional``); returned as a Python int."""
     if value is None and optional:
         return None
     if not _is_int(value):
@@ -227,8 +230,8 @@ def check_int(value, name: str, *, minimum: Optional[int] = None, maximum: Optio
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    if value > (INT_MAX if maximum is None else maximum):
+        raise ValueError(f"{name} must be <= {INT_MAX if maximum is None else maximum}, got {value}")
     if choices is not None and value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value}")
     return value
@@ -357,6 +360,17 @@ def check_path(value, name: str, *, optional: bool = False, exists: bool = False
     return path
 
 
+def check_format(value, name: str = "fmt") -> str:
+    """A ``str.format`` template of one number (``"{:.3f}"``): a str that formats 1.0 into something else."""
+    check_str(value, name)
+    try:
+        if value.format(1.0) == value:
+            raise ValueError("it holds no replacement field")
+    except (ValueError, IndexError, KeyError) as e:
+        raise ValueError(f"{name} must format one number (e.g. '{{:.3f}}'), got {value!r}: {e}") from None
+    return value
+
+
 def check_dtype(value, name: str, dtypes: Sequence[torch.dtype] = FLOAT_DTYPES) -> torch.dtype:
     """A ``torch.dtype`` among ``dtypes``; returned unchanged."""
     if not isinstance(value, torch.dtype):
@@ -466,13 +480,9 @@ def check_path_params(q, k, w, beta, g=None, *, param_dtypes=PARAM_DTYPES, check
             check_log_gate(g)
 
 
-def check_block_size(block_size) -> int:
-    """A block length: an int >= 1; returned unchanged."""
-    if not isinstance(block_size, int) or isinstance(block_size, bool):
-        raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    return block_size
+def check_block_size(block_size, choices: Optional[Sequence[int]] = None) -> int:
+    """A block length: an int >= 1 (among ``choices`` when given, e.g. the kernels' block lengths)."""
+    return check_int(block_size, "block_size", minimum=1, choices=choices)
 
 
 def check_choice(value, name: str, choices: Sequence[str], *, optional: bool = False):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
@@ -185,7 +186,7 @@ def run_surface(case, counter=None):
             out = call_with()
             if case.check is not None:
                 case.check(out)
-        except Exception as e:                              # noqa: BLE001 - reported as a failure
+        except (Exception, pytest.fail.Exception) as e:     # noqa: BLE001 - reported as a failure
             failures.append(f"valid call failed: {type(e).__name__}: {e}")
         if counter is not None:
             counter["calls"] = counter.get("calls", 0) + 1

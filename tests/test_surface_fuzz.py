@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from fuzz_helpers import (Bad, Bool, Callable, Case, Choice, Device, Float, Fresh, Int, PathArg, Seed, Seq,
                           run_surface)
@@ -218,10 +217,9 @@ def _training_cases():
     case(m, "save_atomically", S.save_atomically, dict(path=Fresh(lambda: _tmp("s.pt")), model={"w": 1}), {
         "path": PathArg(optional=False)})
     case(m, "read_checkpoint", S.read_checkpoint, dict(path=Fresh(_saved_checkpoint)), {
-        "path": PathArg(optional=False) if False else Bad(("wrong-type int", 3), ("empty", ""),
-                                                          ("unknown missing", "/nonexistent/ck.pt"),
-                                                          ("folder", Fresh(lambda: _tmp("d", folder=True))),
-                                                          ("wrong-type file", Fresh(lambda: _tmp_text("junk"))))},
+        "path": Bad(("wrong-type int", 3), ("empty", ""), ("unknown missing", "/nonexistent/ck.pt"),
+                    ("folder", Fresh(lambda: _tmp("d", folder=True))),
+                    ("wrong-type file", Fresh(lambda: _tmp_text("junk"))), names=("checkpoint",))},
         check=lambda ck: ck["steps_done"] == 2 or pytest.fail())
     model = tiny()
     case(m, "check_same_model", S.check_same_model, dict(path="ck.pt", saved=model.state_dict(), model=model), {
@@ -287,13 +285,14 @@ def _training_cases():
     case(m, "list_stdlib_files", Co.list_stdlib_files, dict(root=root), {
         "root": Bad(("wrong-type int", 3), ("unknown missing", "/nonexistent/dir"),
                     ("wrong-type file", Fresh(lambda: _tmp_text("x"))))},
-        check=lambda fs: [f.name for f in fs] == ["a.py", "b.py"] or pytest.fail(str(fs)))
-    case(m, "load_stdlib_corpus", Co.load_stdlib_corpus, dict(max_bytes=2000, val_percent=50.0, min_bytes=10,
+        check=lambda fs: [f.name for f in fs] == [f"{n}.py" for n in "abcdef"] or pytest.fail(str(fs)))
+    case(m, "load_stdlib_corpus", Co.load_stdlib_corpus, dict(max_bytes=10_000, val_percent=50.0, min_bytes=10,
                                                               root=root), {
         "max_bytes": Int(1, huge="ok"), "val_percent": Float(0, 100, open_lo=True, open_hi=True),
         "min_bytes": Int(0, huge="ok", names=("root", "corpus")), "root": Bad(("wrong-type int", 3),
                                                                               ("unknown", "/nonexistent"))},
-        check=lambda c: c.train.numel() + c.val.numel() == 2 * 401 or pytest.fail(str(c.info)))
+        check=lambda c: (c.train.numel(), c.val.numel()) == (4 * 401, 2 * 401) and bytes(c.val[:2].tolist())
+        == b"ee" or pytest.fail(str(c.info)))
     case(m, "Corpus", Co.Corpus, dict(train=data, val=data[:10], info={}), {
         "train": Bad(*TENSOR_JUNK, ("wrong-dtype", data.long()), ("wrong-shape", data[None])),
         "val": Bad(("wrong-dtype float", data.float()), ("none", None)), "info": Bad(("wrong-type list", []))})
@@ -309,16 +308,17 @@ def _training_cases():
     case(m, "build_parser", cli.build_parser, {}, {},
          check=lambda p: p.parse_args(["--steps", "3"]).steps == 3 or pytest.fail())
     case(m, "run", cli.run, dict(argv=["--steps", "1", "--batch", "2", "--seq-len", "4", "--d-model", "8",
-                                       "--layers", "1", "--corpus-bytes", "200000", "--eval-batches", "0",
+                                       "--layers", "1", "--corpus-bytes", "600000", "--eval-batches", "0",
                                        "--model", "nope"]),
          {"argv": Bad(("wrong-type str", "--steps 1"), ("negative", ["--steps", "-1"]),
-                      ("zero", ["--batch", "0"]), ("unknown", ["--model", "nosuch"]),
-                      ("wrong-type int items", [3]))},
+                      ("zero", ["--batch", "0"]), ("unknown", ["--model", "nosuch"]), ("nan", ["--lr", "nan"]),
+                      ("wrong-type int items", [3]), ("negative log", ["--log-every", "-2"]),
+                      ("unknown flag", ["--no-such-flag"]))},
          check=lambda r: r["steps_done"] == 1 or pytest.fail())
     case(m, "main", cli.main, dict(argv=["--steps", "1", "--batch", "2", "--seq-len", "4", "--d-model", "8",
-                                         "--layers", "1", "--corpus-bytes", "200000", "--eval-batches", "0",
+                                         "--layers", "1", "--corpus-bytes", "600000", "--eval-batches", "0",
                                          "--model", "nope"]),
-         {"argv": Bad(("wrong-type str", "--steps 1"), ("negative", ["--log-every", "0"]))})
+         {"argv": Bad(("wrong-type str", "--steps 1"), ("wrong-type int items", [3]))})
     case(m, "DistributedHooks", cli.DistributedHooks, dict(mode="ddp", group=None), {
         "mode": Choice(["ddp"]), "group": Bad(("wrong-type str", "world"))}, valid=False)
 
@@ -346,8 +346,8 @@ def _tmp_text(text):
 
 def _py_folder():
     d = _tmp("lib", folder=True)
-    (d / "a.py").write_text("x" * 400)
-    (d / "b.py").write_text("y" * 400)
+    for name in "abcdef":                     # e.py and f.py go to validation at val_percent 50
+        (d / f"{name}.py").write_text(name * 400)
     return d
 
 
@@ -393,6 +393,446 @@ def _check_mqrar(x, y, vocab, n_back):
 
 
 _training_cases()
+
+
+# ----------------------------------------------------------------------------------------------
+# path_lib.ledger
+# ----------------------------------------------------------------------------------------------
+
+def _ledger_cases():
+    from path_lib.ledger import claims as C, comparison as Cm, evidence as E, stats as St
+
+    m = "path_lib.ledger.stats"
+    diffs = [0.3, -0.1, 0.5]
+    values = Seq((("nan", NAN), ("inf", INF), ("wrong-type str", "x"), ("truthy", True)))
+
+    def sign_flip_ref(d, sgn):                # every sign pattern counted by hand
+        import itertools
+        obs = sgn * sum(d)
+        hits = sum(sgn * sum(s * x for s, x in zip(signs, d)) >= obs - 1e-12
+                   for signs in itertools.product((1, -1), repeat=len(d)))
+        return hits / 2 ** len(d)
+    case(m, "sign_flip_p", St.sign_flip_p, dict(diffs=diffs, alternative="greater"), {
+        "diffs": Kind_with(values, ("huge", [0.1] * 21)), "alternative": Choice(["greater"])},
+        check=lambda p: close(p, sign_flip_ref(diffs, 1)))
+    case(m, "permutation_p", St.permutation_p, dict(a=[1.0, 2.0, 3.0], b=[0.0, 0.5], alternative="less"), {
+        "a": values, "b": values, "alternative": Choice(["less"])}, check=lambda p: close(p, 1.0))
+    case(m, "tost_sign_flip_p", St.tost_sign_flip_p, dict(diffs=diffs, low=-1.0, high=1.0), {
+        "diffs": values, "low": Float(names=("high",)), "high": Float(names=("low",))},
+        check=lambda p: close(p, max(sign_flip_ref([x + 1 for x in diffs], 1), sign_flip_ref([x - 1 for x in diffs], -1))))
+    case(m, "smallest_p_paired", St.smallest_p_paired, dict(n=3), {"n": Int(1)}, check=lambda p: close(p, 1 / 8))
+    case(m, "smallest_p_unpaired", St.smallest_p_unpaired, dict(n_a=3, n_b=3), {"n_a": Int(1), "n_b": Int(1)},
+         check=lambda p: close(p, 1 / 20))
+    case(m, "bootstrap_interval", St.bootstrap_interval, dict(values=[1.0, 3.0], level=0.5, exact_max=100,
+                                                               n_resamples=10, seed=0), {
+        "values": values, "level": Float(0, 1, open_lo=True, open_hi=True), "exact_max": Int(0),
+        "n_resamples": Int(1), "seed": Seed()},
+        check=lambda iv: tuple(iv) == (1.0, 2.0) or pytest.fail(str(iv)))  # means 1, 2, 2, 3: quartiles 1, 2
+    case(m, "bootstrap_interval_two", St.bootstrap_interval_two, dict(a=[1.0, 3.0], b=[0.0], level=0.5,
+                                                                       exact_max=100, n_resamples=10, seed=0), {
+        "a": values, "b": values, "level": Float(0, 1, open_lo=True, open_hi=True), "exact_max": Int(0),
+        "n_resamples": Int(1), "seed": Seed()}, check=lambda iv: tuple(iv) == (1.0, 2.0) or pytest.fail(str(iv)))
+
+    m = "path_lib.ledger.comparison"
+    records = [Cm.run_record({"config": {"steps": 4}, "steps_done": 4, "steps_requested": 4, "complete": True},
+                             model=mod, seed=s, metrics={"err": 0.1 * s + (mod == "b")}) for mod in "ab"
+               for s in range(3)]
+    nan_records = [dict(r, metrics={"err": NAN}) for r in records]
+    case(m, "run_record", Cm.run_record, dict(result={"config": {"steps": 4, "lr": 1e-3}, "steps_done": 4,
+                                                      "steps_requested": 4, "complete": True},
+                                              model="path", seed=0, metrics={"err": 0.5}, data_key=None,
+                                              batch_size=None),
+         {"result": Bad(("wrong-type list", []), ("empty", {}), ("none", None), ("wrong-shape config", {
+             "config": 3, "steps_done": 1})), "model": Bad(("wrong-type int", 3), ("empty", "")), "seed": Seed(),
+          "metrics": Bad(("wrong-type list", [1]), ("wrong-type value", {"err": "x"})),
+          "data_key": Bad(("wrong-type int", 3)), "batch_size": Int(1, optional=True)},
+         check=lambda r: r["steps_done"] == 4 and r["metrics"] == {"err": 0.5} or pytest.fail(str(r)))
+    case(m, "check_equal_training", Cm.check_equal_training, dict(records=records, min_seeds=3), {
+        "records": Bad(("wrong-type str", "runs"), ("wrong-shape dicts", [{}]), ("none", None),
+                       ("wrong-type items", [1, 2])), "min_seeds": Int(1)},
+         check=lambda why: why is None or pytest.fail(why))
+    case(m, "comparison_table", Cm.comparison_table, dict(records=records, metric="err", min_seeds=3,
+                                                          models=None), {
+        "records": Bad(("wrong-type str", "runs"), ("wrong-type items", [1, 2]), ("none", None),
+                       ("nan metric", nan_records), names=("metric",)),
+        "metric": Bad(("unknown", "no-such-metric"), ("wrong-type int", 3), ("none", None)),
+        "min_seeds": Int(1), "models": Bad(("wrong-type str", "ab"), ("unknown", ["c"]))},
+        check=lambda t: close(t["b"]["mean"], 1.1) and close(t["a"]["std"], 0.1))
+    case(m, "paired_differences", Cm.paired_differences, dict(records=records, metric="err", a="b", b="a"), {
+        "records": Bad(("wrong-type str", "runs"), ("none", None)), "metric": Bad(("unknown", "x")),
+        "a": Bad(("unknown", "c"), ("wrong-type int", 1)), "b": Bad(("unknown", "c"), ("none", None),
+                                                                    ("above same", "b"))},
+        check=lambda d: all(abs(x - 1) < 1e-12 for x in d["diffs"]) or pytest.fail(str(d)))
+    table = Cm.comparison_table(records, "err")
+    case(m, "format_comparison", Cm.format_comparison, dict(table=table, label="err", fmt="{:.2f}"), {
+        "table": Bad(("wrong-type list", []), ("wrong-shape", {"a": {}}), ("none", None)),
+        "label": Bad(("wrong-type int", 3)), "fmt": Bad(("wrong-type int", 3), ("unknown", "{:q}"),
+                                                        ("empty no field", "x"))},
+        check=lambda t: "| a | 0.10 ± 0.10 |" in t or pytest.fail(t))
+    case(m, "json_key", Cm.json_key, dict(d={"b": 1, "a": [1, 2]}), {},
+         check=lambda k: k == '{"a": [1, 2], "b": 1}' or pytest.fail(k))
+
+    m = "path_lib.ledger.evidence"
+    rec = {"records": [{"model": "a", "seed": s, "metrics": {"x": 1.0 + s, "curve": [[0, 2.0], [5, 4.0]]}}
+                       for s in range(3)] + [{"model": "b", "seed": s, "metrics": {"x": 0.5}} for s in range(3)]}
+    case(m, "value_at", E.value_at, dict(data={"a": [{"k": 1, "v": 2}, {"k": 2, "v": 3}]}, select=["a", {"k": 2}, "v"]),
+         {"data": Bad(("wrong-type list", [1]), ("none", None), ("empty", {})),
+          "select": Bad(("unknown", ["b"]), ("above index", ["a", 5]), ("unknown match", ["a", {"k": 9}]),
+                        ("wrong-type str", "a"), ("none", None))},
+         check=lambda v: v == 3 or pytest.fail(str(v)))
+    side = ("records", "a", "metrics.x")
+    case(m, "per_seed", E.per_seed, dict(rec=rec, side=side), {
+        "rec": Bad(("wrong-type list", []), ("empty", {}), ("none", None)),
+        "side": Bad(("wrong-shape", ("records", "a")), ("unknown model", ("records", "c", "metrics.x")),
+                    ("unknown path", ("records", "a", "metrics.y")), ("unknown rows", ("runs", "a", "metrics.x")),
+                    ("wrong-type str", "records"), ("unknown window", ("records", "a", "metrics.curve@9:12")),
+                    ("wrong-shape window", ("records", "a", "metrics.curve@x")))},
+        check=lambda d: d == {0: 1.0, 1: 2.0, 2: 3.0} or pytest.fail(str(d)))
+    test = {"label": "a above b", "a": side, "b": ("records", "b", "metrics.x"), "paper": ">", "relative": False,
+            "shift": 0.0, "margin": None}
+    case(m, "evaluate", E.evaluate, dict(test=test, rec=rec), {
+        "test": Bad(("wrong-type list", []), ("empty", {}), ("unknown paper", dict(test, paper="?")),
+                    ("nan shift", dict(test, shift=NAN)), ("wrong-type b", dict(test, b="x"))),
+        "rec": Bad(("wrong-type str", "rec"), ("empty", {}))},
+        check=lambda r: close(r["p"], 1 / 8) if r["diffs"] == [0.5, 1.5, 2.5] else pytest.fail(str(r)))
+    case(m, "p_text", E.p_text, dict(p=0.125), {"p": Float(0, 1)}, check=lambda t: t == "1/8" or pytest.fail(t))
+
+    m = "path_lib.ledger.claims"
+    claim = next(c for c in C.CLAIMS if c["status"] == "quoted only")
+    bad_claims = Bad(("wrong-type str", "A-x"), ("wrong-type items", [1]), ("wrong-type dict", claim),
+                     ("unknown status", [dict(claim, status="maybe")]), ("wrong-shape", [{"id": "x"}]))
+    root = Bad(("wrong-type int", 3), ("unknown missing", "/nonexistent/root"),
+               ("wrong-type file", Fresh(lambda: _tmp_text("x"))))
+    for name in ("check_snapshots", "check_statistics"):
+        case(m, name, getattr(C, name), dict(claims=[claim], root=None), {"claims": bad_claims, "root": root},
+             check=lambda out: out == [] or pytest.fail(str(out)))
+    case(m, "validate", C.validate, dict(claims=[claim], root=None), {
+        "claims": Bad(("wrong-type str", "A-x"), ("wrong-type items", [1]), ("wrong-type dict", claim)),
+        "root": root}, check=lambda out: out == [] or pytest.fail(str(out)))
+    for name in ("counts", "counts_markdown", "counting_sentence", "pending"):
+        case(m, name, getattr(C, name), dict(claims=[claim]), {"claims": bad_claims})
+    case(m, "test_counts", C.test_counts, dict(claims=[claim]), {"claims": bad_claims},
+         check=lambda d: d[claim["test"]][claim["status"]] == 1 or pytest.fail(str(d)))
+    case(m, "ledger_markdown", C.ledger_markdown, dict(paper=None, claims=[claim], root=None), {
+        "paper": Choice(["A"], optional=True), "claims": bad_claims, "root": root},
+        check=lambda t: claim["id"] in t or pytest.fail(t))
+    case(m, "open_claims", C.open_claims, dict(claims=[claim], root=None), {"claims": bad_claims, "root": root},
+         check=lambda out: out == [] or pytest.fail(str(out)))
+    for name in ("reason_text", "decide_text", "test_results"):
+        case(m, name, getattr(C, name), dict(c=claim, root=None), {
+            "c": Bad(("wrong-type str", "A-x"), ("wrong-type list", [claim]), ("none", None)), "root": root})
+    case(m, "format_value", C.format_value, dict(v={"value": 0.25, "format": "percent"}), {
+        "v": Bad(("wrong-type float", 0.25), ("empty", {}), ("unknown format", {"value": 1.0, "format": "hex"}),
+                 ("wrong-type value", {"value": "x", "format": "percent"}))},
+        check=lambda t: t == "25%" or pytest.fail(t))
+    case(m, "load_evidence", C.load_evidence, dict(path="results/lm/lm_full.json", root=None), {
+        "path": Bad(("wrong-type int", 3), ("unknown missing", "results/none.json"), ("none", None),
+                    ("empty", "")), "root": root},
+        check=lambda d: "provenance" in d or pytest.fail())
+
+
+def Kind_with(kind, *extra):
+    """``kind`` with more bad values."""
+    from fuzz_helpers import Kind
+    return Kind(lambda: kind.bad() + list(extra), kind.names)
+
+
+# ----------------------------------------------------------------------------------------------
+# path_lib.theory, far mass, hardware, records, context-parallel helpers
+# ----------------------------------------------------------------------------------------------
+
+def _theory_cases():
+    from path_lib.theory import costs as Cs, decoherence as Dh
+
+    m = "path_lib.theory.costs"
+    T, D = 10, 4
+    case(m, "block_lengths", Cs.block_lengths, dict(T=T, block_size=4), {"T": Int(0), "block_size": Int(1)},
+         check=lambda ls: ls == [4, 4, 2] or pytest.fail(str(ls)))
+    case(m, "ut_solve_flops", Cs.ut_solve_flops, dict(L=4), {"L": Int(0)}, check=lambda n: n == 48 or pytest.fail())
+    sizes = {"T": Int(0), "D": Int(1), "Dv": Int(1, optional=True), "block_size": Int(1)}
+    case(m, "flash_attention_cost", Cs.flash_attention_cost, dict(T=T, D=D, Dv=None, block_size=4), sizes,
+         check=lambda c: c.flops_by_part["logits"] == 2 * (16 * 3 + 8 * 2 + 4) * D   # tiles j <= i
+         or pytest.fail(str(c)))
+    case(m, "path_blockwise_cost", Cs.path_blockwise_cost, dict(T=T, D=D, Dv=None, block_size=4), sizes,
+         check=lambda c: c.flops_by_part["ut_solve"] == 2 * 48 + 4 or pytest.fail(str(c)))
+    case(m, "path_allpairs_cost", Cs.path_allpairs_cost, dict(T=T, D=D, Dv=2), {
+        "T": Int(0), "D": Int(1), "Dv": Int(1, optional=True)},
+        check=lambda c: c.flops_by_part["values"] == 2 * T * T * 2 or pytest.fail())
+    case(m, "default_seg_blocks", Cs.default_seg_blocks, dict(T=1000, D=64, block_size=64), {
+        "T": Int(0), "D": Int(1), "block_size": Int(1)},
+        check=lambda n: n == max(2, -(-16 // max(1, int(math.sqrt(2 * 16 * 64 / 64))))) or pytest.fail(str(n)))
+    case(m, "path_segmented_cost", Cs.path_segmented_cost, dict(T=T, D=D, block_size=4, seg_blocks=2), {
+        "T": Int(0), "D": Int(1), "block_size": Int(1), "seg_blocks": Int(1, optional=True)},
+        check=lambda c: c.flops_by_part["ut_solve"] == 3 * 48 or pytest.fail(str(c)))
+    case(m, "decode_step_cost", Cs.decode_step_cost, dict(t=5, D=D, Dv=None, path=True), {
+        "t": Int(0), "D": Int(1), "Dv": Int(1, optional=True), "path": Bool()},
+        check=lambda c: c.flops == 2 * 5 * 4 * 2 + 4 * 4 * 4 or pytest.fail(str(c.flops)))
+    case(m, "backward_memory", Cs.backward_memory, dict(T=T, D=D, Dv=None, method="checkpoint", boundary=4,
+                                                       block_size=4), {
+        **sizes, "method": Choice(["checkpoint"]), "boundary": Int(1)},
+        check=lambda n: n == 2 * T * D + 36 + (4 * 2 * 1 // 2 + 2 * 2) * D + 2 * T or pytest.fail(str(n)))
+    case(m, "Cost", Cs.Cost, dict(name="x", flops_by_part={"a": 1}, hbm={"q": 2}, extra=[], sram=0), {
+        "name": Bad(("wrong-type int", 3)), "flops_by_part": Bad(("wrong-type list", [1]), ("negative", {"a": -1}),
+                                                                 ("fraction", {"a": 1.5})),
+        "hbm": Bad(("wrong-type int", 3), ("negative", {"q": -2})), "extra": Bad(("unknown", ["k"])),
+        "sram": Int(0, huge="ok")}, check=lambda c: c.flops == 1 and c.hbm_elements == 2 or pytest.fail())
+
+    m = "path_lib.theory.decoherence"
+    rng = Fresh(lambda: np.random.default_rng(0))
+    bad_rng = Bad(("wrong-type int", 0), ("none", None))
+    case(m, "haar_so", Dh.haar_so, dict(d=3, n=4, rng=rng), {"d": Int(1), "n": Int(0), "rng": bad_rng},
+         check=lambda Q: np.allclose(Q @ np.swapaxes(Q, 1, 2), np.eye(3)) and np.allclose(np.linalg.det(Q), 1)
+         or pytest.fail())
+    case(m, "random_unit", Dh.random_unit, dict(d=3, n=4, rng=rng), {"d": Int(1), "n": Int(0), "rng": bad_rng},
+         check=lambda u: np.allclose(np.linalg.norm(u, axis=1), 1) or pytest.fail())
+    case(m, "so2_angle_table", Dh.so2_angle_table, dict(vocab=5, d=4, sigma=0.5, rng=rng), {
+        "vocab": Int(1), "d": Bad(("above odd", 3), ("zero", 0), ("negative", -2), ("fraction", 2.5)),
+        "sigma": Float(0), "rng": bad_rng}, check=lambda t: t.shape == (5, 2) or pytest.fail())
+    case(m, "rope_angles", Dh.rope_angles, dict(d=4, base=100.0), {
+        "d": Bad(("above odd", 3), ("zero", 0), ("negative", -2), ("fraction", 2.5), ("none", None)),
+        "base": Float(0, open_lo=True)}, check=lambda a: np.allclose(a, [1.0, 0.1]) or pytest.fail(str(a)))
+    case(m, "block_rotation", Dh.block_rotation, dict(angles=np.array([0.0, math.pi / 2])), {
+        "angles": Bad(("wrong-type str", "x"), ("nan", np.array([NAN])), ("wrong-shape 0d", np.array(1.0)),
+                      ("empty", np.zeros(0)), ("none", None))},
+        check=lambda R: np.allclose(R, [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, -1], [0, 0, 1, 0]]) or pytest.fail())
+    kind = Choice(["haar"])
+    hh = dict(beta_lo=0.5, beta_hi=1.5)
+    case(m, "sample_steps", Dh.sample_steps, dict(kind="householder", d=3, n=2, rng=rng, **hh), {
+        "kind": kind, "d": Int(1), "n": Int(0), "rng": bad_rng, "beta_lo": Float(0, 2, names=("beta_hi",)),
+        "beta_hi": Float(0, 2, names=("beta_lo",))},
+        check=lambda M: np.allclose(M, np.swapaxes(M, 1, 2)) or pytest.fail())
+    case(m, "closed_form_mean_step", Dh.closed_form_mean_step, dict(kind="householder", d=4, **hh), {
+        "kind": kind, "d": Int(1), "beta_lo": Float(0, 2, names=("beta_hi",))},
+        check=lambda E_: np.allclose(E_, 0.75 * np.eye(4)) or pytest.fail())
+    case(m, "mean_step_opnorm", Dh.mean_step_opnorm, dict(kind="rope", d=4, n=10, seed=0), {
+        "kind": kind, "d": Bad(("above odd", 3), ("zero", 0)), "n": Int(2), "seed": Seed(),
+        "base": Float(0, open_lo=True)}, check=lambda r: close(r["exact"], 1.0))
+    case(m, "route_products", Dh.route_products, dict(kind="haar", d=2, max_len=2, n_routes=3, seed=0), {
+        "kind": kind, "d": Int(1), "max_len": Int(0), "n_routes": Int(1), "seed": Seed()},
+        check=lambda P: P.shape == (3, 3, 2, 2) and np.allclose(P[0], np.eye(2)) or pytest.fail())
+    case(m, "mean_transport_decay", Dh.mean_transport_decay, dict(kind="householder", d=2, lengths=[0, 2],
+                                                                  n_routes=20, seed=0, **hh), {
+        "kind": kind, "d": Int(1), "lengths": Seq((("negative", -1), ("fraction", 1.5), ("nan", NAN))),
+        "n_routes": Int(2), "seed": Seed()},
+        check=lambda r: np.allclose(r["predicted"], [1.0, 0.5 ** 2]) or pytest.fail(str(r)))
+    case(m, "haar_coordinate_cdf", Dh.haar_coordinate_cdf, dict(x=np.array([-1.0, 0.0, 1.0]), d=3), {
+        "x": Bad(("nan", np.array([NAN])), ("wrong-type str", "x"), ("none", None)), "d": Int(2)},
+        check=lambda F_: np.allclose(F_, [0, 0.5, 1]) or pytest.fail(str(F_)))
+    case(m, "ks_distance", Dh.ks_distance, dict(samples=np.array([0.5]), cdf=lambda x: x), {
+        "samples": Bad(("empty", np.zeros(0)), ("nan", np.array([NAN])), ("wrong-type str", "x")),
+        "cdf": Callable()}, check=lambda v: close(v, 0.5))
+    case(m, "route_score_samples", Dh.route_score_samples, dict(kind="rope", d=2, lengths=[0, 1], n_routes=2,
+                                                                seed=0, q=None, k=None), {
+        "kind": kind, "d": Int(1), "lengths": Seq((("negative", -1),)), "n_routes": Int(1), "seed": Seed(),
+        "q": Bad(("wrong-shape", np.ones(3)), ("nan", np.array([NAN, 1.0]))),
+        "k": Bad(("wrong-shape", np.ones(1)), ("wrong-type str", "k"))},
+        check=lambda s: np.allclose(s[0], 1.0) and np.allclose(s[1], math.cos(1.0)) or pytest.fail(str(s)))
+    case(m, "levy_tail_bound", Dh.levy_tail_bound, dict(t=0.5, d=8), {
+        "t": Bad(("nan", NAN), ("negative", -0.5), ("wrong-type str", "x")), "d": Int(1)},
+        check=lambda b: close(b, 2 * math.exp(-8 * 0.25 / 2)))
+    case(m, "hoeffding_tail_bound", Dh.hoeffding_tail_bound, dict(t=1.0, q=np.ones(2), k=np.ones(2)), {
+        "t": Bad(("nan", NAN), ("negative", -1.0)), "q": Bad(("above odd", np.ones(3)), ("wrong-type str", "q")),
+        "k": Bad(("wrong-shape", np.ones(4)), ("nan", np.array([NAN, 1.0])))},
+        check=lambda b: close(b, min(1.0, 2 * math.exp(-1 / (2 * 4)))))
+    case(m, "score_profile", Dh.score_profile, dict(kind="rope", d=2, max_len=2, n_routes=2, lam=2.0, seed=0), {
+        "kind": kind, "d": Int(1), "max_len": Int(0), "n_routes": Int(1), "lam": Float(0, open_lo=True),
+        "seed": Seed()}, check=lambda r: np.allclose(r["mean"], 2 * np.cos(np.arange(3))) or pytest.fail())
+    case(m, "far_mass_bound", Dh.far_mass_bound, dict(n_far=4, n_near=2, lam=1.0), {
+        "n_far": Bad(("negative", -1), ("nan", NAN), ("wrong-type str", "4")), "n_near": Int(1),
+        "lam": Float(0)}, check=lambda b: close(b, 4 / (4 + 2 * math.exp(2))))
+    ctx = {"contexts": Seq((("negative", -1), ("below", 3), ("fraction", 20.5))), "n_near": Int(1, names=("contexts",)),
+           "lam": Float(0), "d": Int(2), "n_trials": Int(1), "seed": Seed()}
+    case(m, "far_mass_rotation", Dh.far_mass_rotation, dict(contexts=[8, 16], n_near=4, lam=1.0, d=8, n_trials=3,
+                                                            seed=0), ctx,
+         check=lambda r: np.all(r["min"] >= r["bound"] - 1e-12) or pytest.fail(str(r)))
+    case(m, "far_mass_bias", Dh.far_mass_bias, dict(contexts=[8, 16], n_near=4, lam=1.0, d=8, slope=0.5,
+                                                    n_trials=3, seed=0, gate=False), {
+        **ctx, "slope": Float(0, open_lo=True), "gate": Bool()},
+        check=lambda r: np.all(r["max"] <= r["upper"] + 1e-12) or pytest.fail(str(r)))
+    case(m, "bias_far_mass_upper_bound", Dh.bias_far_mass_upper_bound, dict(n_near=2, lam=1.0, slope=1.0,
+                                                                            near_logit=None), {
+        "n_near": Int(1), "lam": Float(0), "slope": Float(0, open_lo=True), "near_logit": Float(optional=True)},
+        check=lambda u: close(u, (math.exp(1 - 2) / (1 - math.exp(-1))) / (
+            math.exp(-1) * (1 - math.exp(-2)) / (1 - math.exp(-1)) + math.exp(1 - 2) / (1 - math.exp(-1)))))
+    case(m, "value_far_energy", Dh.value_far_energy, dict(n_far=3, n_near=2, d=4, sigma=0.5, vocab=4, noise_std=0.1,
+                                                          n_trials=50, seed=0, table_seed=0, transport=False), {
+        "n_far": Int(1), "n_near": Int(0), "d": Bad(("above odd", 3), ("zero", 0), ("negative", -2)),
+        "sigma": Float(0), "vocab": Int(1), "noise_std": Float(0), "n_trials": Int(2), "seed": Seed(),
+        "table_seed": Seed(), "transport": Bool()},
+        check=lambda r: close(r["closed_form"], 1 + 4 * 0.01 / 3))
+    case(m, "value_far_energy_closed_form", Dh.value_far_energy_closed_form, dict(
+        weights=np.array([0.5, 0.5]), offsets=np.array([1, 2]), b=np.array([1.0, 0.0]), noise_std=0.0,
+        phi=np.array([0.5])), {
+        "weights": Bad(("nan", np.array([NAN, 0.5])), ("wrong-shape", np.ones(3)), ("empty", np.zeros(0))),
+        "offsets": Bad(("negative", np.array([-1, 2])), ("wrong-shape", np.array([1]))),
+        "b": Bad(("above odd", np.ones(3)), ("nan", np.array([NAN, 0.0]))), "noise_std": Float(0),
+        "phi": Bad(("wrong-shape", np.ones(2)), ("nan", np.array([NAN])))},
+        check=lambda e: close(e, 0.25 * (1 + 2 * 0.5 + 1)))
+
+    from path_lib.experiments import farmass as Fm
+    from path_lib.nn.model import TinyLM
+    m = "path_lib.experiments.farmass"
+
+    def lm(attention="nope"):
+        torch.manual_seed(0)
+        return TinyLM(16, d_model=8, n_layers=1, n_heads=2, attention=attention)
+    tokens = torch.randint(0, 16, (2, 6), generator=torch.Generator().manual_seed(0))
+
+    def far_ref(out):                          # NoPE's last-query row by hand: softmax of q k^T / sqrt(D)
+        model = lm()
+        caught = Fm.attention_inputs(model, tokens)
+        q, k, _ = caught[0]["layer"].qkv(caught[0]["x"])
+        w = torch.softmax(torch.einsum("bhd,bthd->bht", q[:, -1], k) / 2.0, -1)
+        torch.testing.assert_close(torch.as_tensor(out["far_mass"][0]), w[..., :3].sum(-1).T.double())
+        assert out["n_near"] == 3 and out["n_far"] == 3
+    case(m, "far_mass", Fm.far_mass, dict(model=Fresh(lm), tokens=tokens, distance=2), {
+        "model": Bad(("wrong-type str", "m"), ("wrong-type module", nn.Linear(2, 2))),
+        "tokens": Bad(*TENSOR_JUNK, ("wrong-shape 1d", tokens[0]), ("wrong-dtype", tokens.double()),
+                      ("above vocabulary", tokens + 16), ("empty", tokens[:, :0])),
+        "distance": Int(0, names=("tokens",))}, check=far_ref)
+    case(m, "attention_inputs", Fm.attention_inputs, dict(model=Fresh(lm), tokens=tokens), {
+        "model": Bad(("wrong-type str", "m")), "tokens": Bad(*TENSOR_JUNK, ("wrong-dtype", tokens.float()))},
+        check=lambda c: len(c) == 1 and c[0]["x"].shape == (2, 6, 8) or pytest.fail())
+    layer_input = torch.randn(2, 6, 8)
+    case(m, "last_query_row", Fm.last_query_row, dict(layer=Fresh(lambda: lm("path").blocks[0].attn),
+                                                      x=layer_input, token_ids=None), {
+        "layer": Bad(("wrong-type str", "attn"), ("wrong-type module", nn.Linear(8, 8))),
+        "x": Bad(*TENSOR_JUNK, ("wrong-shape", layer_input[0]), ("nan", layer_input.clone().fill_(NAN)),
+                 ("wrong-shape width", torch.randn(2, 6, 5))),
+        "token_ids": Bad(("wrong-type str", "ids"))},
+        check=lambda r: torch.allclose(r["weights"].sum(-1), torch.ones(2, 2)) or pytest.fail())
+    data = torch.randint(0, 16, (200,), generator=torch.Generator().manual_seed(1)).to(torch.uint8)
+    case(m, "far_mass_by_length", Fm.far_mass_by_length, dict(model=Fresh(lm), data=data, lengths=[8, 12],
+                                                              distance=3, n_windows=2, seed=0, chunk_tokens=64,
+                                                              device=None), {
+        "model": Bad(("wrong-type str", "m")), "data": Bad(*TENSOR_JUNK, ("wrong-shape", data[None]),
+                                                            ("wrong-shape short", data[:10])),
+        "lengths": Seq((("below", 4), ("negative", -8), ("fraction", 8.5))), "distance": Int(0, names=("lengths",)),
+        "n_windows": Int(1), "seed": Seed(), "chunk_tokens": Int(1), "device": Device()},
+        check=lambda r: r["far_mass"].shape == (1, 2, 2) and r["bound_violations"] == 0 or pytest.fail())
+    fm = Fm.far_mass_by_length(lm(), data, [8, 12], distance=3, n_windows=2)
+    case(m, "far_mass_table", Fm.far_mass_table, dict(results={"NoPE": fm}, fmt="{:.2f}"), {
+        "results": Bad(("wrong-type list", [fm]), ("empty", {}), ("wrong-shape", {"NoPE": {}})),
+        "fmt": Bad(("wrong-type int", 3), ("unknown", "{:q}"))},
+        check=lambda t: t.startswith("| model | L=8 | L=12 |") or pytest.fail(t))
+    run = {"model": "NoPE", "far_mass": {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in fm.items()}}
+    case(m, "far_mass_over_seeds", Fm.far_mass_over_seeds, dict(runs=[run, dict(run)]), {
+        "runs": Bad(("wrong-type str", "runs"), ("wrong-type items", [1]), ("wrong-shape", [{"model": "x", "far_mass": {"lengths": [8]}}]),
+                    ("none", None))},
+        check=lambda o: np.allclose(o["NoPE"]["mean"], fm["mean_far_mass"]) and o["NoPE"]["n"] == 2
+        or pytest.fail())
+
+
+def _hardware_records_cases():
+    from path_lib import hardware as Hw, records as R
+
+    m = "path_lib.hardware"
+    case(m, "describe_device", Hw.describe_device, dict(dev="cpu"), {"dev": Device(optional=True)},
+         check=lambda i: i.kind == "cpu" or pytest.fail())
+    for name in ("hardware_class", "preset_name", "compute_dtype"):
+        case(m, name, getattr(Hw, name), dict(dev="cpu"), {"dev": Device(optional=True)})
+    a100 = Hw.DeviceInfo("cuda", "A100", (8, 0), 80.0, 108)
+    case(m, "pick_preset", Hw.pick_preset, dict(tiny=1, full=3, small=None, dev=a100), {
+        "dev": Device(optional=True)}, check=lambda p: p == 3 or pytest.fail())
+    case(m, "default_small", Hw.default_small, dict(tiny={"T": 64, "lr": 1e-2}, full={"T": 1024, "lr": 1e-4}), {},
+         check=lambda d: d == {"T": 256, "lr": 1e-3} or pytest.fail(str(d)))
+    case(m, "estimate_seconds", Hw.estimate_seconds, dict(flops=1e12, nbytes=0.0, launches=0, gpu="t4",
+                                                          precision="half"), {
+        "flops": Float(0), "nbytes": Float(0), "launches": Float(0), "gpu": Choice(["t4"]),
+        "precision": Choice(["half"])}, check=lambda s: close(s, 1e12 / (65e12 * 0.3)))
+    case(m, "DeviceInfo", Hw.DeviceInfo, dict(kind="cuda", name="x", capability=(8, 0), memory_gb=40.0, sms=100), {
+        "kind": Choice(["cuda"]), "name": Bad(("wrong-type int", 3)),
+        "capability": Bad(("wrong-shape", (8,)), ("negative", (-1, 0)), ("fraction", (8.5, 0)),
+                          ("wrong-type str", "80")),
+        "memory_gb": Float(0, open_lo=True, optional=True), "sms": Int(1, optional=True)})
+    case(m, "GPURates", Hw.GPURates, dict(name="g", half_tflops=1.0, fp32_tflops=1.0, fp64_tflops=1.0,
+                                          bandwidth_gbs=1.0), {
+        "name": Bad(("wrong-type int", 3)), "half_tflops": Float(0, open_lo=True),
+        "bandwidth_gbs": Float(0, open_lo=True)})
+    for name in ("device", "forced_preset", "hardware"):
+        case(m, name, getattr(Hw, name), {}, {})
+
+    m = "path_lib.records"
+    name = Bad(("unknown", "no-such-record"), ("wrong-type int", 3), ("none", None))
+    case(m, "record_path", R.record_path, dict(name="lm"), {"name": name},
+         check=lambda p: p == "results/lm/lm_full.json" or pytest.fail())
+    case(m, "current_schema", R.current_schema, dict(name="bench"), {"name": name},
+         check=lambda v: v == 2 or pytest.fail())
+    case(m, "schema_version", R.schema_version, dict(data={"schema": 2}, name="bench"), {
+        "data": Bad(("wrong-type list", []), ("unknown schema", {"schema": 7}), ("wrong-type schema", {"schema": "2"}),
+                    names=("bench",)), "name": name}, check=lambda v: v == 2 or pytest.fail())
+    case(m, "provenance", R.provenance, dict(command="x"), {"command": Bad(("wrong-type int", 3))},
+         check=lambda p: p["command"] == "x" or pytest.fail())
+    case(m, "write_result", R.write_result, dict(path=Fresh(lambda: _tmp("w.json")), data={"a": 1}, command="x"), {
+        "path": PathArg(optional=False), "data": Bad(("wrong-type list", [1]), ("none", None)),
+        "command": Bad(("wrong-type int", 3))},
+        check=lambda p: R.read_result(p)["a"] == 1 or pytest.fail())
+    case(m, "read_result", R.read_result, dict(path=Fresh(lambda: R.write_result(_tmp("r.json"), {"a": 1}))), {
+        "path": Bad(("wrong-type int", 3), ("folder", Fresh(lambda: _tmp("d", folder=True))), ("empty", ""),
+                    ("wrong-type file", Fresh(lambda: _tmp_text("{not json"))),
+                    ("wrong-shape json", Fresh(lambda: _tmp_text("[1, 2]"))))},
+        check=lambda d: d["a"] == 1 or pytest.fail())
+    relpath = Bad(("wrong-type int", 3), ("none", None), ("empty", ""), ("unknown outside", "../x.json"))
+    case(m, "load_result", R.load_result, dict(relpath="results/lm/lm_full.json"), {"relpath": relpath},
+         check=lambda d: "provenance" in d or pytest.fail())
+    case(m, "load_record", R.load_record, dict(name="lm"), {"name": name})
+    case(m, "optional_result", R.optional_result, dict(relpath="results/lm/lm_full.json", what="lm"), {
+        "relpath": Bad(("wrong-type int", 3), ("none", None)), "what": Bad(("wrong-type int", 3))})
+    case(m, "optional_record", R.optional_record, dict(name="lm", what=None), {"name": name,
+                                                                              "what": Bad(("wrong-type int", 3))})
+    case(m, "provenance_label", R.provenance_label, dict(data=R.write_result(_tmp("p.json"), {}) and R.read_result(
+        _TMP[-1] / "p.json")), {"data": Bad(("wrong-type list", []), ("empty", {}), ("wrong-shape", {"provenance": 3}))},
+        check=lambda t: t.startswith("Recorded run: ") or pytest.fail(t))
+    for name in ("repo_root", "records_base"):
+        case(m, name, getattr(R, name), {}, {})
+
+    from path_lib import distributed as Dd
+    m = "path_lib.distributed"
+    case(m, "summary_numel", Dd.summary_numel, dict(batch=1, chunk_len=4, n_heads=2, n_kv_heads=1, head_dim=3,
+                                                    value_dim=2, gate=True), {
+        "batch": Int(0), "chunk_len": Int(0), "n_heads": Int(0), "n_kv_heads": Int(0), "head_dim": Int(0),
+        "value_dim": Int(0, optional=True), "gate": Bool()},
+        check=lambda n: n == 1 * 1 * (4 * 5 + 9) + 1 * 2 * 4 or pytest.fail(str(n)))
+    case(m, "context_parallel_costs", Dd.context_parallel_costs, dict(seq_len=8, world_size=2, n_heads=2,
+                                                                      head_dim=4, n_kv_heads=None, value_dim=None,
+                                                                      batch=1, gate=False, bytes_per_element=4,
+                                                                      block_size=4, rank=None), {
+        "seq_len": Int(1, names=("world_size",)), "world_size": Int(1, names=("seq_len",)), "n_heads": Int(1),
+        "head_dim": Int(1), "n_kv_heads": Int(1, optional=True, names=("n_heads",)), "value_dim": Int(1, optional=True),
+        "batch": Int(1), "gate": Bool(), "bytes_per_element": Int(1), "block_size": Int(1),
+        "rank": Int(0, optional=True, names=("world_size",))},
+        check=lambda c: c["chunk_len"] == 4 and c["extra_received"] == 2 * 16 or pytest.fail(str(c)))
+    from helpers import numpy_path_attention, random_path_inputs
+    ins = random_path_inputs(B=1, T=6, Hq=2, Hk=1, D=4, gate=True, seed=3)
+    case(m, "chunked_path_attention", Dd.chunked_path_attention, dict(
+        q=ins[0], k=ins[1], v=ins[2], w=ins[3], beta=ins[4], g=ins[5], n_chunks=3, scale=None, block_size=2,
+        check_values=True, impl="blockwise"), {
+        "n_chunks": Bad(("zero", 0), ("negative", -1), ("fraction", 1.5), ("above non-divisor", 4), ("truthy", True)),
+        "block_size": Int(1), "check_values": Bool(), "impl": Choice(["blockwise"]), "scale": Bad(
+            ("zero", 0.0), ("negative", -1.0), ("nan", NAN), ("inf", INF), ("wrong-type str", "1")),
+        "beta": Bad(("nan", ins[4].clone().fill_(NAN)), ("above", ins[4] + 3)),
+        "w": Bad(("nan", ins[3].clone().fill_(NAN))), "g": Bad(("nan", ins[5].clone().fill_(NAN)),
+                                                              ("above", -ins[5]))},
+        check=lambda o: torch.testing.assert_close(o, torch.as_tensor(numpy_path_attention(*ins))))
+    case(m, "context_parallel_path_attention", Dd.context_parallel_path_attention, dict(
+        q=ins[0], k=ins[1], v=ins[2], w=ins[3], beta=ins[4], g=ins[5], group=None), {
+        "group": Bad(("wrong-type str", "world"), ("wrong-type int", 0))}, valid=False)
+
+
+_ledger_cases()
+_theory_cases()
+_hardware_records_cases()
+
+
+def test_cli_main_prints_usage_for_a_bad_command_line(capsys):
+    """main is the command line: a bad one exits with status 2 and argparse's usage and message."""
+    from path_lib.training import cli
+    for argv in (["--steps", "0"], ["--log-every", "0"], ["--model", "nosuch"], ["--lr", "nan"]):
+        with pytest.raises(SystemExit) as info:
+            cli.main(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("usage: python -m path_lib.training.cli") and "error: " in err, err
 
 
 @pytest.mark.parametrize("fuzz_case", CASES, ids=repr)

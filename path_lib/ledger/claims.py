@@ -46,6 +46,7 @@ from typing import Dict, List, Optional, Sequence
 
 from . import evidence as E
 from .evidence import LEVEL, value_at
+from ..validation import check_choice, check_mapping, check_path, check_str
 
 __all__ = ["STATUSES", "TEST_KINDS", "LEVEL", "CLAIMS", "REQUIRES_EVIDENCE", "value_at", "load_evidence", "validate",
            "check_snapshots", "check_statistics", "reason_text", "decide_text", "test_results", "counts",
@@ -468,13 +469,47 @@ CLAIMS: List[Dict] = [
 # ----------------------------------------------------------------------------------------------
 
 def _root(root=None) -> Path:
-    return Path(root) if root is not None else Path(__file__).resolve().parents[2]
+    """The repository folder records are read from: ``root`` (an existing folder) or this checkout."""
+    if root is None:
+        return Path(__file__).resolve().parents[2]
+    root = check_path(root, "root", exists=True, kind="dir")
+    if not root.is_dir():
+        raise ValueError(f"root {str(root)!r} is not a folder")
+    return root
+
+
+#: what every claim holds (:func:`validate` reports a claim without them; the other functions refuse it)
+_CLAIM_KEYS = ("id", "paper", "section", "where", "claim", "paper_value", "status", "test")
+
+
+def _claims(claims, *, keys=_CLAIM_KEYS) -> Sequence[Dict]:
+    """``claims`` (None: :data:`CLAIMS`): a list of claim dicts holding ``keys``, with a known status and
+    test kind; a TypeError / ValueError naming ``claims`` otherwise."""
+    if claims is None:
+        return CLAIMS
+    if not isinstance(claims, (list, tuple)):
+        raise TypeError(f"claims must be a list of claim dicts (like CLAIMS), got {type(claims).__name__}")
+    for i, c in enumerate(claims):
+        check_mapping(c, f"claims[{i}]", keys=keys)
+        if "status" in keys and c["status"] not in STATUSES:
+            raise ValueError(f"claims[{i}]: status must be one of {STATUSES}, got {c['status']!r}")
+        if "test" in keys and c["test"] not in TEST_KINDS:
+            raise ValueError(f"claims[{i}]: test must be one of {TEST_KINDS}, got {c['test']!r}")
+    return claims
 
 
 def load_evidence(path: str, root=None):
     """A JSON record of the repository (dict), or None for a notebook / test (live evidence)."""
+    check_str(path, "path")
     p = _root(root) / path
-    return json.loads(p.read_text()) if p.suffix == ".json" else None
+    if p.suffix != ".json":
+        return None
+    if not p.is_file():
+        raise ValueError(f"path {path!r}: no record at {p}")
+    try:
+        return json.loads(p.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"path {path!r} is not a JSON record: {e}") from None
 
 
 def _record_path(c: Dict) -> Optional[str]:
@@ -490,6 +525,8 @@ def _record(c: Dict, root=None):
 
 
 def _computed(c: Dict, key: str, root=None) -> str:
+    check_mapping(c, "c", keys=("id",))
+    _root(root)
     f = c.get(key) or ""
     if not callable(f):
         return f
@@ -510,6 +547,8 @@ def decide_text(c: Dict, root=None) -> str:
 def test_results(c: Dict, root=None) -> List[Dict]:
     """The claim's tests over seeds evaluated on its record (see :func:`claims_evidence.evaluate`);
     empty when the claim has none or the record is not installed here."""
+    check_mapping(c, "c", keys=("id",))
+    _root(root)
     rec = _record(c, root) if c.get("tests") else None
     return [E.evaluate(t, rec) for t in c["tests"]] if rec is not None else []
 
@@ -549,7 +588,7 @@ def validate(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Problems with the ledger's data (an empty list when it is sound): unknown status, a missing
     reason, evidence that does not exist, a claim resting on a run without evidence, a record without
     provenance, duplicate ids, a trained comparison without tests, a test kind that does not fit."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims, keys=())
     root = _root(root)
     out = []
     ids = Counter(c.get("id") for c in claims)
@@ -592,7 +631,8 @@ def validate(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
 
 def check_snapshots(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Values whose snapshot no longer matches the record they come from (an empty list when all do)."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
+    _root(root)
     out = []
     for c in claims:
         ours = c.get("ours") or {}
@@ -614,7 +654,8 @@ def check_statistics(claims: Optional[Sequence[Dict]] = None, root=None) -> List
     """Statuses that their tests over seeds do not support (an empty list when all do): "reproduced"
     needs every test to hold at :data:`LEVEL`, "in direction only" at least one, "not reproduced" at
     least one that does not."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
+    _root(root)
     out = []
     for c in claims:
         if not c.get("tests"):
@@ -638,7 +679,7 @@ def check_statistics(claims: Optional[Sequence[Dict]] = None, root=None) -> List
 
 def counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, int]":
     """Number of claims per status, in the order of :data:`STATUSES`."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     n = Counter(c["status"] for c in claims)
     return OrderedDict((s, n.get(s, 0)) for s in STATUSES)
 
@@ -646,13 +687,13 @@ def counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, int]":
 def test_counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, OrderedDict[str, int]]":
     """Claims per kind of test (:data:`TEST_KINDS`), each split by status: the real tests are counted
     apart from the outcomes that were certain at this scale."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     return OrderedDict((k, counts([c for c in claims if c["test"] == k])) for k in TEST_KINDS)
 
 
 def counting_sentence(claims: Optional[Sequence[Dict]] = None) -> str:
     """One sentence counting the claims apart: real tests (how many agree), certain, untested."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     n = test_counts(claims)
     real, cert = n["real test"], n["certain at this scale"]
     agree = lambda d: d["reproduced"] + d["reproduced in direction only"]  # noqa: E731
@@ -666,7 +707,10 @@ def counting_sentence(claims: Optional[Sequence[Dict]] = None) -> str:
 
 def format_value(v: Dict) -> str:
     """A ledger value ``{"value", "format"}`` as text: percent, float (4 significant digits), int or text."""
-    x, fmt = v["value"], v["format"]
+    check_mapping(v, "v", keys=("value", "format"))
+    x, fmt = v["value"], check_choice(v["format"], "v['format']", ("percent", "float", "int", "text"))
+    if fmt != "text" and x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
+        raise TypeError(f"v['value'] must be a number for the format {fmt!r}, got {type(x).__name__}")
     if x is None:
         return "none"
     if fmt == "percent":
@@ -709,7 +753,9 @@ def ledger_markdown(paper: Optional[str] = None, claims: Optional[Sequence[Dict]
     claim id, the paper's value, ours, the tests over seeds, the kind of test), then one paragraph per
     claim with the claim, the scale, the evidence, the tests and the reason. No headings (the output of
     a notebook cell should not add sections to the page)."""
-    claims = CLAIMS if claims is None else claims
+    check_choice(paper, "paper", ("A", "B"), optional=True)
+    claims = _claims(claims)
+    _root(root)
     titles = {"A": "Paper A: PaTH attention (Yang et al.)",
               "B": "Paper B: why accumulated transforms extrapolate (Godavarti)"}
     kinds = {"real test": "real", "certain at this scale": "certain", "untested": "untested"}
@@ -757,7 +803,7 @@ def _note(c: Dict, vals, res: List[Dict], root) -> str:
 
 def counts_markdown(claims: Optional[Sequence[Dict]] = None) -> str:
     """A Markdown table of the number of claims per status, per paper, and per kind of test."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     per = {"paper A": counts([c for c in claims if c["paper"] == "A"]),
            "paper B": counts([c for c in claims if c["paper"] == "B"])}
     per.update((k, v) for k, v in test_counts(claims).items())
@@ -772,14 +818,15 @@ def counts_markdown(claims: Optional[Sequence[Dict]] = None) -> str:
 def open_claims(claims: Optional[Sequence[Dict]] = None, root=None) -> List[Dict]:
     """The claims a further run could decide (every "not reproduced yet" and every claim with a
     ``decide``): ``[{"id", "status", "claim", "decide"}]``, the decide text computed from the record."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
+    _root(root)
     return [{"id": c["id"], "status": c["status"], "claim": c["claim"], "decide": decide_text(c, root)}
             for c in claims if c["status"] == "not reproduced yet" or c.get("decide")]
 
 
 def pending(claims: Optional[Sequence[Dict]] = None) -> Dict[str, List[str]]:
     """Claim ids waiting for a new run, by the stable record name that will decide them."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     out: Dict[str, List[str]] = {}
     for c in claims:
         if c.get("awaits"):

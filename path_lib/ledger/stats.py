@@ -24,6 +24,8 @@ import math
 import random
 from typing import Iterator, List, Sequence, Tuple
 
+from ..validation import check_int, check_number, check_seed
+
 __all__ = ["ALTERNATIVES", "sign_flip_p", "permutation_p", "tost_sign_flip_p", "smallest_p_paired",
            "smallest_p_unpaired", "bootstrap_interval", "bootstrap_interval_two"]
 
@@ -89,6 +91,7 @@ def tost_sign_flip_p(diffs: Sequence[float], low: float, high: float) -> float:
     """Equivalence (two one-sided tests): p-value of "the mean of ``diffs`` lies in (low, high)",
     the larger of the sign-flip p-values of ``diffs - low > 0`` and ``diffs - high < 0``."""
     d = _floats(diffs, "diffs")
+    low, high = check_number(low, "low"), check_number(high, "high")
     if not low < high:
         raise ValueError(f"low must be below high, got low={low}, high={high}")
     return max(sign_flip_p([x - low for x in d], "greater"), sign_flip_p([x - high for x in d], "less"))
@@ -96,17 +99,18 @@ def tost_sign_flip_p(diffs: Sequence[float], low: float, high: float) -> float:
 
 def smallest_p_paired(n: int) -> float:
     """The smallest p-value the exact sign-flip test can give with ``n`` paired seeds: ``1 / 2^n``."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    return 1.0 / 2 ** n
+    check_int(n, "n", minimum=1)
+    return math.ldexp(1.0, -n)
 
 
 def smallest_p_unpaired(n_a: int, n_b: int) -> float:
     """The smallest p-value of the exact two-sample permutation test: ``1 / C(n_a + n_b, n_a)``."""
-    for name, n in (("n_a", n_a), ("n_b", n_b)):
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"{name} must be a positive int, got {n!r}")
-    return 1.0 / math.comb(n_a + n_b, n_a)
+    check_int(n_a, "n_a", minimum=1, maximum=10_000)
+    check_int(n_b, "n_b", minimum=1, maximum=10_000)
+    try:
+        return 1.0 / math.comb(n_a + n_b, n_a)
+    except OverflowError:                   # beyond float range: the smallest p rounds to 0
+        return 0.0
 
 
 def _resample_means(x: List[float], exact_max: int, n_resamples: int, seed: int) -> Iterator[Tuple[float, float]]:
@@ -144,8 +148,13 @@ def _quantiles(dist: List[Tuple[float, float]], level: float) -> Tuple[float, fl
 
 
 def _check_level(level: float) -> None:
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+    check_number(level, "level", minimum=0.0, maximum=1.0, open_min=True, open_max=True)
+
+
+def _check_resampling(exact_max: int, n_resamples: int, seed: int) -> None:
+    check_int(exact_max, "exact_max", minimum=0)
+    check_int(n_resamples, "n_resamples", minimum=1, maximum=10 ** 8)
+    check_seed(seed)
 
 
 def bootstrap_interval(values: Sequence[float], level: float = 0.9, exact_max: int = 100_000,
@@ -155,6 +164,7 @@ def bootstrap_interval(values: Sequence[float], level: float = 0.9, exact_max: i
     else ``n_resamples`` draws of ``random.Random(seed)``."""
     x = _floats(values, "values")
     _check_level(level)
+    _check_resampling(exact_max, n_resamples, seed)
     return _quantiles(list(_resample_means(x, exact_max, n_resamples, seed)), level)
 
 
@@ -164,6 +174,7 @@ def bootstrap_interval_two(a: Sequence[float], b: Sequence[float], level: float 
     each resampled within itself (exact when both enumerations together stay within ``exact_max``)."""
     xa, xb = _floats(a, "a"), _floats(b, "b")
     _check_level(level)
+    _check_resampling(exact_max, n_resamples, seed)
     da = list(_resample_means(xa, exact_max, n_resamples, seed))
     db = list(_resample_means(xb, exact_max, n_resamples, seed + 1))
     if len(da) * len(db) > exact_max:

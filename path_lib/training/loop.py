@@ -675,7 +675,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
     """Write a result dict as JSON with a provenance block (:func:`path_lib.records.write_result`)."""
-    return write_result(path, result, command=command)
+    return write_result(path, check_mapping(result, "result"), command=command)
 
 
 class GeneratedEval:

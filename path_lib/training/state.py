@@ -212,6 +212,8 @@ class Checkpoints:
 
     def __init__(self, path, config, data_seed, distributed):
         check_path(path, "path", optional=True, kind="file")
+        if not dataclasses.is_dataclass(config) or isinstance(config, type) or not hasattr(config, "betas"):
+            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
         check_seed(data_seed, "data_seed", optional=True)
         if distributed is not None and not hasattr(distributed, "state_dicts"):
             raise TypeError(f"distributed must be None or a data-parallel run's hooks, got {type(distributed).__name__}")
