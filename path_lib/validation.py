@@ -372,12 +372,12 @@ def check_format(value, name: str = "fmt") -> str:
 
 
 def check_dtype(value, name: str, dtypes: Sequence[torch.dtype] = FLOAT_DTYPES) -> torch.dtype:
-    """A ``torch.dtype`` among ``dtypes``; returned unchanged."""
+    """A ``torch.dtype`` among ``dtypes`` (a TypeError otherwise, as for a tensor of another dtype)."""
     if not isinstance(value, torch.dtype):
         raise TypeError(f"{name} must be a torch.dtype, got {type(value).__name__}")
     if value not in dtypes:
-        raise ValueError(f"{name} must be one of ({', '.join(dtype_name(d) for d in dtypes)}), "
-                         f"got {dtype_name(value)}")
+        raise TypeError(f"{name} must be one of ({', '.join(dtype_name(d) for d in dtypes)}), "
+                        f"got {dtype_name(value)}")
     return value
 
 

@@ -171,7 +171,8 @@ def PathArg(*, optional=True, folder=True, names=()):
 
 def run_surface(case, counter=None):
     """Run one surface case: the valid call must succeed (and pass ``case.check``); every bad value of every
-    argument must be refused with a ValueError / TypeError naming that argument (or one of its ``names``).
+    argument must be refused with a ValueError / TypeError (a FileNotFoundError for a path that does not
+    exist) naming that argument (or one of its ``names``).
     Returns the list of failures (empty: all good); ``counter`` (a dict) counts calls and classes."""
     failures = []
 
@@ -198,7 +199,7 @@ def run_surface(case, counter=None):
                 counter.setdefault("classes", set()).add(cls)
             try:
                 call_with(arg, value)
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, FileNotFoundError) as e:    # (a missing file may say so)
                 if not names_any(str(e), (arg,) + kind.names):
                     failures.append(f"{arg}={label} ({value!r:.40}): {type(e).__name__} names none of "
                                     f"{(arg,) + kind.names}: {str(e)[:200]}")

@@ -104,6 +104,33 @@ def test_decode_config_and_cache_arguments(data):
     judge(lambda: TritonPaTHCache(1, 2, 1, 16, device=bad_device), ("device",))
 
 
+TUNING_BAD = {"block_size": [0, -16, 24, 8, 128, 16.0, "16", True, float("nan"), 2 ** 70],
+              "seg_blocks": [0, -1, 1.5, "2", True, float("nan"), 2 ** 70]}
+
+
+@settings(FEW, max_examples=30)
+@given(data=st.data())
+def test_tuning_arguments_are_refused_by_name(data):
+    """The kernels' tuning overrides (``block_size``, ``seg_blocks``) at 0, negative, not a power of two,
+    float, str, bool, NaN or huge are a TypeError / ValueError naming them (listing the allowed block
+    lengths), from kernel_config and from path_attention before anything is launched; valid ones give a
+    configuration with exactly that blocking."""
+    import path_lib.kernels as K
+    name = data.draw(st.sampled_from(sorted(TUNING_BAD)))
+    value = data.draw(st.sampled_from(TUNING_BAD[name]))
+    T = data.draw(st.sampled_from([1, 40, 300]))
+    judge(lambda: K.kernel_config(K.H200, torch.bfloat16, 64, T, **{name: value}), (name,))
+    q, k, v, w, beta, _ = random_path_inputs(1, 4, 2, 2, 32, dtype=f32)
+    judge(lambda: K.path_attention(q, k, v, w, beta, **{name: value}), (name,))
+    block, seg = data.draw(st.sampled_from(K.BLOCK_SIZES)), data.draw(st.integers(1, 5))
+
+    def check(cfg):
+        assert (cfg.block, cfg.seg_blocks, cfg.n_blocks) == (block, seg, math.ceil(T / block)), cfg
+    judge(lambda: K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=block, seg_blocks=seg), (), check)
+    with pytest.raises(ValueError, match=r"block_size must be one of \(16, 32, 64\)"):
+        K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=24)
+
+
 # ----------------------------------------------------------------------------------------------
 # under the interpreter
 # ----------------------------------------------------------------------------------------------
@@ -134,7 +161,8 @@ def test_path_attention_kernel(data):
         beta, bad = beta + 2.5, ("beta",)
     elif mutation == "g_shape":
         g, bad = torch.zeros(B, T, 1), ("g",)
-    judge(lambda: path_attention(q, k, v, w, beta, g), bad,
+    tuning = data.draw(st.sampled_from([{}, {"block_size": 16, "seg_blocks": 1}, {"block_size": 16, "seg_blocks": 2}]))
+    judge(lambda: path_attention(q, k, v, w, beta, g, **tuning), bad,
           lambda o: close(o, numpy_path_attention(q, k, v, w, beta, g), 2e-4))
     if mutation in ("none", "w64", "nan_k", "beta"):
         from path_lib.decoding import keys_to_end

@@ -984,7 +984,7 @@ def test_hf_from_pretrained_refuses_a_config_that_does_not_describe_the_weights(
         text = data.draw(st.sampled_from([json.dumps(saved)[:20], "[]", "3"]))
         (work / "config.json").write_text(text)
         bad = ("pretrained_model_name_or_path",)
-    elif field == "dtype" or how == "kwarg":
+    elif (field == "dtype" and how != "file") or how == "kwarg":
         kwargs = {} if field is None else {field: value}
     elif how == "config":
         kwargs = {"config": PaTHConfig(**{**{k: saved[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
@@ -997,6 +997,42 @@ def test_hf_from_pretrained_refuses_a_config_that_does_not_describe_the_weights(
         for (name, p), (_, p0) in zip(loaded.state_dict().items(), model.state_dict().items()):
             assert torch.equal(p, p0), name
     judge(lambda: PaTHForCausalLM.from_pretrained(work, **kwargs), bad, check)
+
+
+GENERATION_BAD = {"top_p": [2.0, 0.0, -0.5, float("nan"), "0.9"], "top_k": [-1, 1.5, True], "temperature": [
+    0.0, -1.0, float("inf"), "1"], "max_new_tokens": [0, -1, 2.5], "do_sample": [1, "yes"], "num_beams": [0, 1.5],
+    "repetition_penalty": [0.0, float("nan")], "min_p": [1.5], "generation_config": [{"top_p": 0.5}, 3]}
+
+
+@FEW
+@given(data=st.data())
+def test_hf_generate_checks_its_settings(saved_model, data):
+    """PaTHForCausalLM.generate: a sampling or length setting out of range (top_p outside (0, 1], top_k < 0,
+    temperature <= 0, max_new_tokens < 1, a truthy non-bool do_sample, ...) is refused naming it, whether
+    given by keyword or in a GenerationConfig; greedy generation equals TinyLM's own greedy decoding and a
+    sample stays in the vocabulary."""
+    from transformers import GenerationConfig
+    model, _ = saved_model
+    prompt = torch.randint(0, 11, (2, 3), generator=torch.Generator().manual_seed(_seed(data)))
+    name = data.draw(st.sampled_from([None] + sorted(GENERATION_BAD)))
+    how = data.draw(st.sampled_from(["kwarg", "config"]))
+    kwargs, bad = dict(max_new_tokens=3, do_sample=data.draw(st.booleans()), pad_token_id=0), ()
+    if name is not None:
+        value, bad = data.draw(st.sampled_from(GENERATION_BAD[name])), (name,)
+        if name == "generation_config" or how == "kwarg":
+            kwargs[name] = value
+        else:
+            config = GenerationConfig(**{k: v for k, v in kwargs.items() if k != "pad_token_id"})
+            config.__dict__[name] = value               # as a config edited after it was made
+            kwargs = dict(generation_config=config, pad_token_id=0)
+
+    def check(out):
+        assert out.shape == (2, 6) and bool(((out >= 0) & (out < 11)).all())
+        assert torch.equal(out[:, :3], prompt)
+        if not kwargs.get("do_sample"):
+            assert torch.equal(out, model.model.generate(prompt, 3))
+    with torch.no_grad():
+        judge(lambda: model.generate(prompt, **kwargs), bad, check)
 
 
 @FUZZ

@@ -819,6 +819,282 @@ def _hardware_records_cases():
         "group": Bad(("wrong-type str", "world"), ("wrong-type int", 0))}, valid=False)
 
 
+
+# ----------------------------------------------------------------------------------------------
+# path_lib.experiments: configurations, helpers and runners (a runner's valid call is in test_lm.py /
+# test_convert.py / test_constructions.py: here its bad arguments, refused before any training)
+# ----------------------------------------------------------------------------------------------
+
+def _experiment_cases():
+    from path_lib.experiments import constructions as Ks, convert as Cv, convert_lm as Cl, lm as Lm
+    from path_lib.nn.model import TinyLM
+    from path_lib.training.corpus import Corpus
+    from path_lib.training.loop import TrainConfig
+
+    gen = torch.Generator().manual_seed(5)
+    data = torch.randint(32, 127, (3000,), generator=gen).to(torch.uint8)
+    corpus = Corpus(data[:2000], data[2000:], {"sha1": "x"})
+    cfg = Lm.LMConfig(d_model=8, n_layers=1, n_heads=2, train_len=8, batch=2, steps=2, warmup=1,
+                      eval_mults=(1, 2), eval_tokens=16, eval_chunk_tokens=64, probe_mults=(8,), probe_examples=2,
+                      corpus_bytes=3000)
+    m = "path_lib.experiments.lm"
+    pos = lambda: Int(1)                                              # noqa: E731
+    case(m, "LMConfig", Lm.LMConfig, dict(d_model=8, n_heads=2), {
+        "d_model": Int(1, names=("n_heads",)), "n_layers": pos(), "n_heads": Int(1, names=("d_model",)),
+        "train_len": pos(), "batch": pos(), "steps": pos(), "lr": Float(0, open_lo=True), "weight_decay": Float(0),
+        "warmup": Int(0), "clip": Float(0), "probe_mix": Float(0, 1), "eval_mults": Seq((("zero", 0), ("fraction", 1.5))),
+        "eval_tokens": pos(), "eval_chunk_tokens": pos(), "eval_max_len": Bad(("wrong-type list", []),
+                                                                              ("zero", {"PaTH": 0})),
+        "probe_mults": Seq((("negative", -1),)), "probe_examples": pos(), "corpus_bytes": pos(), "seed": Seed(),
+        "train_seconds": Float(0, open_lo=True, optional=True), "path_block_size_train": pos(),
+        "path_block_size_eval": pos(), "far_mass_windows": Int(0), "far_mass_distance": Int(0, optional=True)},
+        check=lambda c: c.eval_mults == (1, 2, 4, 8) or pytest.fail(str(c)))
+    case(m, "build_model", Lm.build_model, dict(name="PaTH", cfg=cfg, device="cpu", path_backend_name="blockwise",
+                                                seed=1), {
+        "name": Choice(["PaTH"], names=("model",)), "cfg": Bad(("wrong-type dict", {})), "device": Device(optional=False),
+        "path_backend_name": Choice(["blockwise"]), "seed": Seed(optional=True)},
+        check=lambda mdl: type(mdl.blocks[0].attn).__name__ == "PaTHAttention" or pytest.fail())
+    case(m, "token_sigma_min", Lm.token_sigma_min, dict(train_len=64), {"train_len": Int(1)},
+         check=lambda v: close(v, math.sqrt(2 / 32)))
+    case(m, "path_backend", Lm.path_backend, dict(device="cpu", head_dim=64, dtype=torch.bfloat16), {
+        "device": Device(optional=False), "head_dim": Int(1), "dtype": Bad(("wrong-type str", "bf16"))},
+        check=lambda b: b == "blockwise" or pytest.fail(b))
+    case(m, "pick_backend", Lm.pick_backend, dict(cfg=cfg, device="cpu", verbose=False), {
+        "cfg": Bad(("wrong-type dict", {})), "device": Device(optional=False), "verbose": Bool()},
+        check=lambda b: b == "blockwise" or pytest.fail(b))
+    filler = data[:500]
+    g = lambda: torch.Generator().manual_seed(0)                       # noqa: E731
+    case(m, "make_passkey", Lm.make_passkey, dict(length=64, filler=filler, generator=Fresh(g)), {
+        "length": Bad(("below", 63), ("zero", 0), ("fraction", 64.5), ("truthy", True), ("huge", 2 ** 70)),
+        "filler": Bad(*TENSOR_JUNK, ("wrong-shape", filler[None]), ("wrong-shape short", filler[:10]),
+                      ("wrong-dtype float", filler.float())), "generator": Bad(("wrong-type int", 0), ("none", None))},
+        check=lambda r: r[0].shape == (64,) and bytes(r[0][-23:-5].tolist()) == b"\n# the passkey is "
+        or pytest.fail(str(bytes(r[0].tolist()))))
+    case(m, "passkey_batch", Lm.passkey_batch, dict(n=2, length=64, filler=filler, generator=Fresh(g)), {
+        "n": Int(1), "length": Bad(("below", 10)), "filler": Bad(("wrong-type list", [1])),
+        "generator": Bad(("wrong-type str", "g"))}, check=lambda b: b.shape == (2, 64) or pytest.fail())
+
+    def lm():
+        torch.manual_seed(0)
+        return TinyLM(256, 8, 1, 2, attention="nope")
+    case(m, "probe_retrieval", Lm.probe_retrieval, dict(model=Fresh(lm), lengths=[64], n_examples=2, filler=filler,
+                                                        seed=0, device="cpu", chunk_tokens=128), {
+        "model": Bad(("wrong-type str", "m")), "lengths": Seq((("below", 10), ("fraction", 64.5))),
+        "n_examples": Int(1), "filler": Bad(("wrong-type list", [1]), ("wrong-shape short", filler[:5])),
+        "seed": Seed(), "device": Device(optional=False), "chunk_tokens": Int(1)},
+        check=lambda r: r["lengths"] == [64] and r["n"] == 2 or pytest.fail(str(r)))
+    case(m, "evaluate_lengths", Lm.evaluate_lengths, dict(model=Fresh(lm), data=data[2000:], lengths=[8, 16],
+                                                          train_len=8, tokens_per_length=16, chunk_tokens=64, seed=0,
+                                                          device="cpu"), {
+        "model": Bad(("wrong-type str", "m")), "data": Bad(*TENSOR_JUNK, ("wrong-shape", data[None]),
+                                                            ("wrong-shape short", data[:10])),
+        "lengths": Seq((("zero", 0), ("negative", -8), ("fraction", 8.5))), "train_len": Int(1),
+        "tokens_per_length": Int(1), "chunk_tokens": Int(1), "seed": Seed(), "device": Device(optional=False)},
+        check=lambda r: r["scored_bytes"] == [16, 16] and all(math.isfinite(v) for v in r["loss"]) or pytest.fail())
+    case(m, "train_model", Lm.train_model, dict(model=Fresh(lm), corpus=corpus, cfg=cfg, steps=1, device="cpu"), {
+        "model": Bad(("wrong-type str", "m")), "corpus": Bad(("wrong-type tensor", data), ("none", None)),
+        "cfg": Bad(("wrong-type dict", {})), "steps": Int(1, optional=True), "device": Device(optional=False),
+        "log_every": Int(1), "callback": Callable(optional=True), "deadline": Bad(("nan", NAN)),
+        "checkpoint_path": PathArg(), "stop_after_steps": Int(0, optional=True)},
+        check=lambda r: r["steps"] == 1 or pytest.fail())
+    case(m, "time_step", Lm.time_step, dict(name="NoPE", cfg=cfg, corpus=corpus, device="cpu", n=1), {
+        "name": Choice(["NoPE"], names=("model",)), "cfg": Bad(("wrong-type dict", {})),
+        "corpus": Bad(("wrong-type list", [])), "device": Device(optional=False),
+        "path_backend_name": Choice(["blockwise"]), "n": Int(1)}, check=lambda t: t > 0 or pytest.fail())
+    ev = {"lengths": [8, 16], "ppl": [2.0, 3.0], "ratio": [1.0, 1.5]}
+    probe = {"lengths": [8], "exact": [0.5]}
+    case(m, "lm_metrics", Lm.lm_metrics, dict(ev=ev, probe=probe, train_len=8, final_loss=0.7), {
+        "ev": Bad(("wrong-type list", []), ("empty", {}), ("wrong-shape", {"lengths": [8], "ppl": [], "ratio": []})),
+        "probe": Bad(("wrong-type str", "p"), ("empty", {})), "train_len": Int(1),
+        "final_loss": Float(inf_ok=True)},
+        check=lambda d: d == {"ppl_train": 2.0, "final_loss": 0.7, "ratio_1x": 1.0, "ppl_1x": 2.0, "ratio_2x": 1.5,
+                              "ppl_2x": 3.0, "passkey_1x": 0.5} or pytest.fail(str(d)))
+    runner_bad = {"cfg": Bad(("wrong-type dict", {}), ("none", None)), "device": Device(), "corpus": Bad(
+        ("wrong-type str", "stdlib"))}
+    case(m, "run_model", Lm.run_model, dict(name="NoPE", cfg=cfg, corpus=corpus, steps=1, device="cpu"), {
+        "name": Choice(["NoPE"], names=("model",)), **runner_bad, "steps": Int(1), "seed": Seed(optional=True),
+        "deadline": Bad(("nan", NAN)), "checkpoint_path": PathArg(), "stop_after_steps": Int(0, optional=True),
+        "eval_guard": Callable(optional=True), "path_backend_name": Choice(["blockwise"])}, valid=False)
+    case(m, "run_experiment", Lm.run_experiment, dict(cfg=cfg, models=["NoPE"], device="cpu"), {
+        "cfg": Bad(("wrong-type dict", {}), ("none", None)), "models": Bad(("wrong-type str", "NoPE"),
+                                                                           ("unknown", ["nosuch"]), ("empty", [])),
+        "device": Device()}, valid=False)
+    rec = {"config": {"train_len": 8, "eval_mults": [1, 2]}, "complete": True, "records": [
+        {"model": mod, "seed": sd, "steps_done": 2, "steps_planned": 2, "tokens_seen": 32, "complete": True,
+         "schedule": {}, "data_key": f"d{sd}", "final_lr": 1e-3, "wall_seconds": 1.0,
+         "metrics": {"ratio_1x": 1.0, "ratio_2x": 1.0 + 0.5 * (mod == "RoPE") + 0.01 * sd,
+                     "ppl_1x": 2.0 - 0.1 * (mod == "PaTH") + 0.01 * sd}}
+        for mod in ("RoPE", "PaTH") for sd in range(3)]}
+    recs = rec["records"]
+    case(m, "seed_curves", Lm.seed_curves, dict(records=recs, prefix="ratio", min_seeds=3, models=None), {
+        "records": Bad(("wrong-type str", "r"), ("wrong-type items", [1]), ("none", None)),
+        "prefix": Bad(("wrong-type int", 3), ("unknown", "nosuch"), ("empty", "")), "min_seeds": Int(1),
+        "models": Bad(("wrong-type str", "PaTH"), ("unknown", ["x"]))},
+        check=lambda c: close(c["RoPE"]["mean"][1], 1.51) if c["PaTH"]["mults"] == [1, 2] else pytest.fail(str(c)))
+    case(m, "record_inequality", Lm.record_inequality, dict(rec=rec, min_seeds=3), {
+        "rec": Bad(("wrong-type list", []), ("empty", {}), ("none", None)), "min_seeds": Int(1)},
+        check=lambda why: why is None or pytest.fail(why))
+    case(m, "steps_table", Lm.steps_table, dict(rec=rec), {"rec": Bad(("wrong-type list", []), ("empty", {}))},
+         check=lambda t: t.count("| PaTH |") == 3 or pytest.fail(t))
+    case(m, "flat_and_degrading", Lm.flat_and_degrading, dict(records=recs, key="ratio_2x", tol=0.05), {
+        "records": Bad(("wrong-type str", "r"), ("none", None)), "key": Bad(("unknown", "ratio_9x"),
+                                                                            ("wrong-type int", 2)),
+        "tol": Float(0)}, check=lambda fd: fd == (["PaTH"], ["RoPE"]) or pytest.fail(str(fd)))
+    case(m, "paper_checks", Lm.paper_checks, dict(records=recs), {
+        "records": Bad(("wrong-type str", "r"), ("wrong-type items", [3]), ("none", None))},
+        check=lambda d: (len(d) == 3 and all(d.values())) or pytest.fail(str(d)))
+    res = {"config": {"train_len": 8}, "models": {"PaTH": {"eval": {"lengths": [8, 16], "ratio": [1.0, 1.2],
+                                                                    "ppl": [2.0, 2.4]}}}}
+    case(m, "ratio_table", Lm.ratio_table, dict(res=res, which="ratio"), {
+        "res": Bad(("wrong-type list", []), ("empty", {})), "which": Choice(["ratio"])},
+        check=lambda t: t.splitlines()[2] == "| PaTH | 2.000 | 1.00 | 1.20 |" or pytest.fail(t))
+    run = {"train": {"final_loss": 0.5, "seconds": 1.0, "steps": 2}, "eval": {"lengths": [8, 16], "ppl": [2.0, 3.0],
+                                                                               "ratio": [1.0, 1.5]},
+           "probe": {"lengths": [8], "exact": [0.5]}, "complete": True, "eval_seconds": 0.5}
+    case(m, "summary_line", Lm.summary_line, dict(name="PaTH", r=run, train_len=8), {
+        "name": Bad(("wrong-type int", 3)), "r": Bad(("wrong-type list", []), ("empty", {})), "train_len": Int(1)},
+        check=lambda t: t.startswith("PaTH") or pytest.fail(t))
+
+    m = "path_lib.experiments.convert_lm"
+    ccfg = Cl.ConvConfig(d_model=8, n_layers=1, n_heads=2, train_len=8, batch=2, teacher_steps=1, stage1_steps=1,
+                         stage2_steps=1, eval_mults=(1,), eval_tokens=16, id_batches=1, probe_steps=1, probe_batch=2,
+                         probe_mults=(1,), probe_eval_seqs=2, corpus_bytes=3000)
+    case(m, "ConvConfig", Cl.ConvConfig, {}, {
+        "d_model": Int(1, names=("n_heads",)), "n_heads": Int(1, names=("d_model",)), "train_len": pos(),
+        "batch": pos(), "ff_mix": Float(0, 1), "teacher_steps": pos(), "teacher_lr": Float(0, open_lo=True),
+        "teacher_warmup": Int(0), "stage2_lr": Float(0, open_lo=True), "min_lr_ratio": Float(0, 1),
+        "weight_decay": Float(0), "clip": Float(0), "init": Choice(["nope"]), "beta_init": Float(
+            0, 2, open_lo=True, open_hi=True), "forget_init": Float(0, 1, open_lo=True, open_hi=True),
+        "eval_mults": Seq((("zero", 0),)), "id_batches": pos(), "probe_p_ignore": Float(0, 1, open_hi=True),
+        "probe_mults": Seq((("negative", -4),)), "scratch_fox": Bool(), "init_ablation": Bool()},
+        check=lambda c: c.arms() == Cl.ARMS or pytest.fail())
+    case(m, "flip_flop_bytes", Cl.flip_flop_bytes, dict(n=2, length=8, p_ignore=0.5, generator=Fresh(g)), {
+        "n": Int(1, names=("batch_size",)), "length": Bad(("above odd", 9), ("below", 2), ("fraction", 8.5)),
+        "p_ignore": Float(0, 1, open_hi=True), "generator": Bad(("wrong-type int", 0))},
+        check=lambda xy: bytes(xy[0][0, ::2].tolist()).strip(b"wri") == b"" or pytest.fail())
+    case(m, "conversion_batch", Cl.conversion_batch, dict(data=data, cfg=ccfg, generator=Fresh(g)), {
+        "data": Bad(*TENSOR_JUNK, ("wrong-shape", data[None])), "cfg": Bad(("wrong-type dict", {})),
+        "generator": Bad(("wrong-type int", 0))}, check=lambda xy: xy[0].shape == (2, 8) or pytest.fail())
+    case(m, "phase_config", Cl.phase_config, dict(cfg=ccfg, phase="stage1", seed=3), {
+        "cfg": Bad(("wrong-type dict", {})), "phase": Choice(["stage1"]), "seed": Seed()},
+        check=lambda tc: (tc.steps, tc.seed, tc.lr) == (1, 3, ccfg.stage1_lr) or pytest.fail(str(tc)))
+    case(m, "phase_data_seed", Cl.phase_data_seed, dict(phase="stage2", seed=3), {
+        "phase": Choice(["stage2"]), "seed": Seed()}, check=lambda v: v == 1000 * Cl.PHASES.index("stage2") + 4
+        or pytest.fail())
+    case(m, "schedule_key", Cl.schedule_key, dict(cfg=ccfg, phases=("teacher",)), {
+        "cfg": Bad(("wrong-type dict", {})), "phases": Bad(("unknown", ("x",)), ("wrong-type str", "teacher"),
+                                                           ("empty", ()))},
+        check=lambda d: d["steps"] == 1 and len(d["phases"]) == 1 or pytest.fail(str(d)))
+
+    def path_lm():
+        torch.manual_seed(0)
+        return TinyLM(256, 8, 1, 2, attention="path")
+    batches = [(data[:16].long().view(2, 8), data[1:17].long().view(2, 8))]
+    case(m, "path_statistics", Cl.path_statistics, dict(model=Fresh(path_lm), batches=batches), {
+        "model": Bad(("wrong-type str", "m")), "batches": Bad(("wrong-type tensor", data), ("empty", []),
+                                                              ("wrong-shape", [data[:16]]))},
+        check=lambda d: 0 <= d["beta_mean"] <= 2 or pytest.fail(str(d)))
+    arm_bad = {"model": Bad(("wrong-type str", "m")), "corpus": Bad(("wrong-type list", [])),
+               "cfg": Bad(("wrong-type dict", {})), "device": Device(optional=False)}
+    case(m, "light_metrics", Cl.light_metrics, dict(model=Fresh(path_lm), corpus=corpus, cfg=ccfg, device="cpu"), {
+        **arm_bad, "teacher": Bad(("wrong-type str", "t"))}, check=lambda d: "loss_id" in d or pytest.fail())
+    case(m, "flip_flop_probe", Cl.flip_flop_probe, dict(model=Fresh(path_lm), cfg=ccfg, seed=0, device="cpu"), {
+        "model": Bad(("wrong-type str", "m")), "cfg": Bad(("wrong-type dict", {})), "seed": Seed(),
+        "device": Device(optional=False)}, valid=False)
+    case(m, "evaluate_arm", Cl.evaluate_arm, dict(model=Fresh(path_lm), corpus=corpus, cfg=ccfg, seed=0), {
+        **arm_bad, "seed": Seed()}, valid=False)
+    case(m, "run_arm", Cl.run_arm, dict(arm="PaTH scratch", cfg=ccfg, corpus=corpus, seed=0), {
+        "arm": Choice(["PaTH scratch"]), "cfg": Bad(("wrong-type dict", {})), "corpus": Bad(("wrong-type str", "c")),
+        "seed": Seed(), "device": Device(optional=False), "backend": Choice(["blockwise"])}, valid=False)
+    case(m, "run_conversion", Cl.run_conversion, dict(cfg=ccfg, seeds=(0,), device="cpu"), {
+        "cfg": Bad(("wrong-type dict", {})), "seeds": Seq((("negative", -1), ("fraction", 0.5))), "device": Device()},
+        valid=False)
+    conv = {"runs": [{"complete": True, "record": dict(r, model=a)} for r in recs[:3]
+                     for a in ("RoPE teacher", "PaTH converted")] + [{"complete": False}]}
+    case(m, "conversion_records", Cl.conversion_records, dict(res=conv), {
+        "res": Bad(("wrong-type list", []), ("empty", {}))}, check=lambda r: len(r) == 6 or pytest.fail())
+    case(m, "conversion_claims", Cl.conversion_claims, dict(records=recs), {
+        "records": Bad(("wrong-type str", "r"), ("wrong-type items", [3]), ("none", None), ("empty", []))},
+        check=lambda d: list(d.values()) == [True] or pytest.fail(str(d)))
+    case(m, "stage_table", Cl.stage_table, dict(res=conv, keys=("loss_id",)), {
+        "res": Bad(("wrong-type list", []), ("empty", {})), "keys": Bad(("wrong-type str", "loss_id"), ("empty", ()))})
+
+    m = "path_lib.experiments.convert"
+
+    def teacher():
+        torch.manual_seed(0)
+        return TinyLM(16, 8, 1, 2, attention="rope")
+    toks = torch.randint(0, 16, (2, 6), generator=torch.Generator().manual_seed(2))
+    tok_bad = Bad(*TENSOR_JUNK, ("wrong-dtype", toks.float()), ("above", toks + 16), ("wrong-shape", toks[0]))
+    case(m, "convert_rope_to_path", Cv.convert_rope_to_path, dict(teacher=Fresh(teacher), attention="path",
+                                                                  init="nope", beta_init=0.1, forget_init=0.99,
+                                                                  seed=0), {
+        "teacher": Bad(("wrong-type str", "t"), ("wrong-type module", nn.Linear(2, 2))),
+        "attention": Choice(["path"]), "init": Choice(["nope"]), "beta_init": Float(0, 2, open_lo=True, open_hi=True),
+        "forget_init": Float(0, 1, open_lo=True, open_hi=True), "seed": Seed()},
+        check=lambda st: set(Cv.new_parameter_names(st)) <= set(st.state_dict()) or pytest.fail())
+    case(m, "remove_rope", Cv.remove_rope, dict(teacher=Fresh(teacher)), {"teacher": Bad(("wrong-type str", "t"))},
+         check=lambda st: type(st.blocks[0].attn).__name__ == "NoPEAttention" or pytest.fail())
+    case(m, "new_parameter_names", Cv.new_parameter_names, dict(model=Fresh(path_lm)), {
+        "model": Bad(("wrong-type str", "m"), ("none", None))}, check=lambda n: len(n) > 0 or pytest.fail())
+    pair = dict(student=Fresh(lambda: Cv.convert_rope_to_path(teacher())), teacher=Fresh(teacher))
+    case(m, "attention_mse", Cv.attention_mse, dict(**pair, inputs=toks), {
+        "student": Bad(("wrong-type str", "s")), "teacher": Bad(("none", None)), "inputs": tok_bad},
+        check=lambda v: v >= 0 or pytest.fail())
+    case(m, "logit_kl", Cv.logit_kl, dict(**pair, inputs=toks, targets=None), {
+        "student": Bad(("wrong-type str", "s")), "inputs": tok_bad,
+        "targets": Bad(("wrong-shape", toks[:, :2]), ("wrong-dtype", toks.float()))},
+        check=lambda v: v >= -1e-9 or pytest.fail())
+    tc = TrainConfig(steps=1, warmup=0)
+    for name in ("distill_attention", "distill_logits"):
+        case(m, name, getattr(Cv, name), dict(**pair, batches=[(toks, toks)], config=tc), {
+            "student": Bad(("wrong-type str", "s")), "batches": Bad(("wrong-type tensor", toks), ("empty", [])),
+            "config": Bad(("wrong-type dict", {}))}, valid=False)
+    case(m, "convert_and_distill", Cv.convert_and_distill, dict(teacher=Fresh(teacher), batches=[(toks, toks)],
+                                                                stage1=tc, stage2=tc), {
+        "teacher": Bad(("wrong-type str", "t")), "batches": Bad(("wrong-type int", 3)),
+        "stage1": Bad(("wrong-type dict", {})), "stage2": Bad(("none", None))}, valid=False)
+
+    m = "path_lib.experiments.constructions"
+    swaps = Bad(("wrong-type str", "01"), ("above", [(0, 5)]), ("negative", [(-1, 2)]), ("wrong-shape", [(0, 1, 2)]),
+                ("unknown same", [(1, 1)]), ("wrong-type float", [(0.0, 1.0)]), ("none", None))
+    case(m, "validate_swaps", Ks.validate_swaps, dict(swaps=[(0, 1), (1, 2)], name="swaps"), {
+        "swaps": swaps, "name": Bad(("wrong-type int", 3))},
+        check=lambda s: s == [(0, 1), (1, 2)] or pytest.fail())
+    case(m, "swap_token", Ks.swap_token, dict(x=1, y=0), {"x": Int(0, 4, names=("y",)), "y": Int(0, 4, names=("x",))},
+         check=lambda t: t == 1 + Ks.SWAP_PAIRS.index((0, 1)) or pytest.fail())
+    case(m, "encode_swaps", Ks.encode_swaps, dict(swaps=[(0, 1)]), {"swaps": swaps},
+         check=lambda t: t.tolist() == [0, 1] or pytest.fail(str(t)))
+    case(m, "compose_swaps", Ks.compose_swaps, dict(swaps=[(0, 1), (1, 2)]), {"swaps": swaps},
+         check=lambda p: p == (1, 2, 0, 3, 4) or pytest.fail(str(p)))
+    case(m, "is_identity", Ks.is_identity, dict(swaps=[(0, 1), (1, 0)]), {"swaps": swaps},
+         check=lambda v: v is True or pytest.fail())
+    case(m, "logit_scale", Ks.logit_scale, dict(n=3), {"n": Int(0)}, check=lambda v: close(v, 20 * (1 + math.log(4))))
+    case(m, "nonidentity_margin", Ks.nonidentity_margin, dict(n=2), {"n": Int(0)},
+         check=lambda v: close(v, 2 * (1 - math.exp(-(1 + math.log(3)))) / (3 * (2 + math.exp(-(1 + math.log(3)))))))
+    case(m, "swap_word_problem_model", Ks.swap_word_problem_model, dict(dtype=torch.float64, impl="blockwise",
+                                                                        block_size=4, beta=2.0), {
+        "dtype": Bad(("wrong-type str", "float64"), ("wrong-dtype int", torch.int64)), "impl": Choice(["blockwise"]),
+        "block_size": Int(1), "beta": Float(0, 2)}, check=lambda mdl: Ks.solve_swaps(mdl, [(0, 1), (0, 1)])
+        or pytest.fail())
+    case(m, "SwapWordProblemModel", Ks.SwapWordProblemModel, dict(dtype=torch.float64), {
+        "dtype": Bad(("wrong-type str", "float64")), "impl": Choice(["blockwise"]), "block_size": Int(1),
+        "beta": Float(0, 2)})
+    case(m, "solve_swaps", Ks.solve_swaps, dict(model=Fresh(Ks.swap_word_problem_model), swaps=[(0, 1), (1, 2)]), {
+        "model": Bad(("wrong-type str", "m")), "swaps": swaps}, check=lambda v: v is False or pytest.fail())
+    case(m, "rope_recipe_weight", Ks.rope_recipe_weight, dict(swaps_batch=[[(0, 1)], [(1, 2)]], scale=1.0,
+                                                              base=10000.0, dtype=torch.float64), {
+        "swaps_batch": Bad(("empty", []), ("wrong-type str", "x"), ("wrong-shape", [[(0, 1)], []])),
+        "scale": Float(0, open_lo=True), "base": Float(0, open_lo=True), "dtype": Bad(("wrong-type str", "f"))},
+        check=lambda w: close(w[0], w[1]))
+    case(m, "flip_flop_model", Ks.flip_flop_model, dict(dtype=torch.float64, impl="blockwise"), {
+        "dtype": Bad(("wrong-type str", "float64"), ("wrong-dtype int", torch.int32)), "impl": Choice(["blockwise"])})
+    case(m, "FlipFlopPaTHModel", Ks.FlipFlopPaTHModel, dict(dtype=torch.float64), {
+        "dtype": Bad(("wrong-type str", "float64")), "impl": Choice(["blockwise"])})
+
+
+_experiment_cases()
+
 _ledger_cases()
 _theory_cases()
 _hardware_records_cases()

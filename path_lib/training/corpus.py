@@ -64,7 +64,7 @@ def list_stdlib_files(root: Optional[Path] = None) -> list:
     """Sorted list of ``*.py`` paths under ``root`` (default: the stdlib), site-packages excluded."""
     root = stdlib_root() if root is None else check_path(root, "root", kind="dir")
     if not root.is_dir():
-        raise ValueError(f"root: corpus folder {root} does not exist (is this a full Python installation?)")
+        raise FileNotFoundError(f"root: corpus folder {root} does not exist (is this a full Python installation?)")
     files = [p for p in root.rglob("*.py")
              if p.is_file() and "site-packages" not in p.relative_to(root).parts
              and "dist-packages" not in p.relative_to(root).parts]
