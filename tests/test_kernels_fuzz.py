@@ -16,6 +16,7 @@ The public entry points of ``path_lib.kernels`` check ``check_values``, ``T``, `
 from __future__ import annotations
 
 import math
+import os
 import re
 
 import pytest
@@ -129,6 +130,35 @@ def test_tuning_arguments_are_refused_by_name(data):
     judge(lambda: K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=block, seg_blocks=seg), (), check)
     with pytest.raises(ValueError, match=r"block_size must be one of \(16, 32, 64\)"):
         K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=24)
+
+
+@settings(FEW, max_examples=15)
+@given(data=st.data())
+def test_context_chunk_arguments_are_refused_by_name(data):
+    """path_lib.kernels.context (the kernels as one chunk of a context-parallel sequence): bad tensors,
+    gates, scales and states are refused by name before anything is launched; chunk_unfit says why the
+    kernels cannot take a chunk (None when they can)."""
+    from path_lib.kernels import context as Cx
+    q, k, v, w, beta, g = random_path_inputs(1, 4, 2, 2, 32, dtype=f32, gate=True)
+    G = torch.cumsum(g, 1)
+    bad = data.draw(st.sampled_from([
+        ("q", [1]), ("q", q.double()), ("q", q[0]), ("q", q.to("meta")), ("w", w.double()), ("w", w[..., :16]),
+        ("beta", beta[..., :1]), ("G", G[..., :1]), ("G", "G"), ("G", G.double()), ("scale", 0.0),
+        ("scale", float("nan")), ("scale", "1")]))
+    args = dict(q=q, k=k, v=v, w=w, beta=beta, G=G, scale=0.5)
+    args[bad[0]] = bad[1]
+    judge(lambda: Cx.chunk_forward(**args), (bad[0],) + (("head dim", "D") if bad[0] == "w" else ()))
+    judge(lambda: Cx.chunk_backward("state", q, q, q), ("state",))
+    unfit_q = data.draw(st.sampled_from([q, q[..., :16], "q", q[0]]))
+    expect_bad = () if isinstance(unfit_q, torch.Tensor) and unfit_q.dim() == 4 else ("q",)
+
+    def check(why):
+        if unfit_q.shape[-1] == 16:
+            assert "head dims" in why, why
+        else:                                        # D = 32: the kernels run where CUDA or the interpreter is
+            runs = torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+            assert (why is None) == runs, why
+    judge(lambda: Cx.chunk_unfit(unfit_q, v), expect_bad, check)
 
 
 # ----------------------------------------------------------------------------------------------
