@@ -128,6 +128,11 @@ def test_tuning_arguments_are_refused_by_name(data):
     def check(cfg):
         assert (cfg.block, cfg.seg_blocks, cfg.n_blocks) == (block, seg, math.ceil(T / block)), cfg
     judge(lambda: K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=block, seg_blocks=seg), (), check)
+    info = data.draw(st.sampled_from([K.DeviceInfo("gpu"), K.DeviceInfo("cuda", (9,)), K.DeviceInfo("cuda", (9, 0), -1),
+                                      K.DeviceInfo("cuda", (9, 0), 1024, sms=2.5), K.DeviceInfo("cuda", (9, 0), "x"),
+                                      K.DeviceInfo("cuda", (9.0, 0), 1024)]))
+    judge(lambda: K.kernel_config(info, torch.bfloat16, 64, T), ("device",))
+    judge(lambda: K.backward_slices(info, K.kernel_config(K.H200, torch.bfloat16, 64, T), 2, 2), ("device",))
     with pytest.raises(ValueError, match=r"block_size must be one of \(16, 32, 64\)"):
         K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=24)
 

@@ -75,6 +75,11 @@ def _rep(x: torch.Tensor, n: int) -> torch.Tensor:
     return x if n == 1 else x.repeat_interleave(n, dim=2)
 
 
+def _check_layer(layer) -> None:
+    if not isinstance(layer, nn.Module) or not hasattr(layer, "qkv") or not hasattr(layer, "d_model"):
+        raise TypeError(f"layer must be an attention layer of path_lib.nn, got {type(layer).__name__}")
+
+
 @torch.no_grad()
 def last_query_row(layer, x: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> QueryRow:
     """The attention row of the last query of each sequence, recomputed from the layer's input.
@@ -87,8 +92,7 @@ def last_query_row(layer, x: torch.Tensor, token_ids: Optional[torch.Tensor] = N
         ``{"weights": [B, Hq, T], "logits": [B, Hq, T] or None (SBA), "softmax": bool}``; for softmax kinds
         ``weights = softmax(logits)``.
     """
-    if not isinstance(layer, nn.Module) or not hasattr(layer, "qkv") or not hasattr(layer, "d_model"):
-        raise TypeError(f"layer must be an attention layer of path_lib.nn, got {type(layer).__name__}")
+    _check_layer(layer)
     check_tensor(x, "x", ndim=3, finite=False)
     if x.shape[1] == 0 or x.shape[2] != layer.d_model:
         raise ValueError(f"x must be [B, T, d_model] with T >= 1 and d_model = {layer.d_model}, got {tuple(x.shape)}")

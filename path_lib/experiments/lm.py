@@ -334,7 +334,8 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
     check_instance(model, "model", TinyLM)
     check_instance(corpus, "corpus", Corpus)
     check_instance(cfg, "cfg", LMConfig)
-    steps = cfg.steps if check_int(steps, "steps", minimum=1, optional=True) is None else steps
+    check_int(steps, "steps", minimum=1, optional=True)
+    steps = cfg.steps if steps is None else steps
     device = as_device(device)
     tc = TrainConfig(steps=steps, lr=cfg.lr, warmup=min(cfg.warmup, steps), min_lr_ratio=0.1,
                      weight_decay=cfg.weight_decay, betas=(0.9, 0.95), grad_clip=cfg.clip, seed=cfg.seed)
@@ -464,7 +465,8 @@ def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="c
     check_instance(corpus, "corpus", Corpus)
     check_int(steps, "steps", minimum=1)
     check_callable(eval_guard, "eval_guard", optional=True)
-    seed = cfg.seed if check_seed(seed, optional=True) is None else seed
+    check_seed(seed, optional=True)
+    seed = cfg.seed if seed is None else seed
     model = build_model(name, cfg, device=device, path_backend_name=path_backend_name, seed=seed)
     run_cfg = dataclasses.replace(cfg, seed=seed)
     tr = train_model(model, corpus, run_cfg, steps=steps, device=device, deadline=deadline,

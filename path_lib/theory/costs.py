@@ -97,10 +97,10 @@ _MAX_T, _MAX_D = 2 ** 40, 2 ** 20
 def _check_sizes(T: int, D: int, Dv: Optional[int], block_size: Optional[int] = None) -> int:
     check_int(T, "T", minimum=0, maximum=_MAX_T)
     check_int(D, "D", minimum=1, maximum=_MAX_D)
-    Dv = D if check_int(Dv, "Dv", minimum=1, maximum=_MAX_D, optional=True) is None else Dv
+    check_int(Dv, "Dv", minimum=1, maximum=_MAX_D, optional=True)
     if block_size is not None:
         _check_block(T, block_size)
-    return Dv
+    return D if Dv is None else Dv
 
 
 def _check_block(T: int, block_size: int) -> None:
@@ -252,8 +252,10 @@ def path_segmented_cost(T: int, D: int, *, block_size: int = 64, seg_blocks: Opt
     _check_block(T, block_size)
     L = block_size
     NB = max(1, -(-T // L)) if T else 0
-    SB = default_seg_blocks(T, D, L) if check_int(seg_blocks, "seg_blocks", minimum=1, optional=True) is None \
-        else seg_blocks
+    if seg_blocks is None:
+        SB = default_seg_blocks(T, D, L)
+    else:
+        SB = check_int(seg_blocks, "seg_blocks", minimum=1)
     NS = -(-NB // SB) if NB else 0
     diag = own = earlier = moves = 0
     for c in range(NB):

@@ -141,7 +141,8 @@ PRESETS: Dict[str, Dict[str, Preset]] = {
 def task_preset(task: str, which: Optional[str] = None) -> Preset:
     """The preset for ``task`` (a key of :data:`PRESETS`): ``which`` = "tiny" / "full", or by hardware."""
     check_choice(task, "task", tuple(PRESETS))
-    which = hardware() if check_choice(which, "which", ("tiny", "full"), optional=True) is None else which
+    check_choice(which, "which", ("tiny", "full"), optional=True)
+    which = hardware() if which is None else which
     return dataclasses.replace(PRESETS[task][which])
 
 

@@ -168,12 +168,28 @@ def _check_positive_int(x, name: str) -> None:
         raise ValueError(f"{name} must be a positive int, got {x!r}")
 
 
+def _check_device_info(info: DeviceInfo, where: str) -> None:
+    """A device described by hand (``DeviceInfo(...)``, a dataclass of the hashed ``_config.py`` that keeps
+    no checks of its own): its fields as the configuration reads them, or a ValueError naming ``device``."""
+    from path_lib.validation import check_choice, check_ints, check_str
+    try:
+        check_choice(info.kind, "kind", ("cuda", "cpu", "meta"))
+        check_ints(info.capability, "capability", min_len=2, max_len=2, minimum=0)
+        check_int(info.smem, "smem", minimum=0)
+        check_int(info.sms, "sms", minimum=0)
+        check_str(info.name, "name", empty=True)
+        check_str(info.key, "key", optional=True)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{where}: device, a DeviceInfo, has a bad field: {e}") from None
+
+
 def _device_arg(device, where: str):
     """``device`` for the configuration: a :class:`DeviceInfo` as it is, else a ``torch.device``
     (``path_lib.validation.as_device`` of a name or a ``torch.device``; a bare int index is refused);
     errors name ``where``'s ``device``."""
     import torch
     if isinstance(device, DeviceInfo):
+        _check_device_info(device, where)
         return device
     try:
         if not isinstance(device, (str, torch.device)):
