@@ -70,9 +70,11 @@ disagreement (chunks of different lengths, different heads, a rank whose inputs 
 same ``ValueError`` on every rank (the rank with the bad input raises its own error, naming the
 argument) instead of leaving some ranks waiting in a collective. That small collective (and its host
 read) runs on every call: the summaries' all-gather is only well-formed when every rank sends a buffer of
-the same size and dtype, and a mismatch there would abort the process (gloo) or hang it. ``check_ranks=False``
-compares only what fixes that buffer (validity, shapes, gate presence, dtype) and skips the agreement on
-the scale and on gradient recording: every rank must then pass the same scale and run the backward, or none.
+the same size and dtype, and a mismatch there would abort the process (gloo) or hang it. Since that exchange
+runs anyway, every field is always compared: ``check_ranks=False`` no longer skips the agreement on the scale
+and on gradient recording (ranks with different scales would return a silently wrong result, a rank without
+the backward would hang the others), so a switch that turns checks off cannot turn bad input into a wrong
+answer.
 """
 from __future__ import annotations
 
@@ -95,8 +97,6 @@ __all__ = ["context_parallel_path_attention", "chunked_path_attention", "context
 
 _DTYPE_CODES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4}
 _FIELDS = ("B", "T_local", "Hq", "Hk", "D", "Dv", "has_g", "dtype", "scale", "grad", "valid")
-#: the fields that fix the size and dtype of the summaries' all-gather (compared even with check_ranks=False)
-_LAYOUT_FIELDS = ("B", "T_local", "Hq", "Hk", "D", "Dv", "has_g", "dtype")
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -599,10 +599,10 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
         group: the process group (default: the world); ``torch.distributed`` must be initialised.
         block_size: block length of the local blockwise scan.
         check_values: also check values locally (finite, beta range, unit w, g <= 0).
-        check_ranks: agree on shapes, dtype, validity, scale and gradient recording across ranks before
-            any data moves (see the module docstring). False compares only what the summaries' all-gather
-            needs (validity, shapes, gate presence, dtype): a mismatch there is still the same
-            ``ValueError`` on every rank, never a crash or a hang.
+        check_ranks: a bool, kept for compatibility: the ranks agree on shapes, dtype, validity, scale and
+            gradient recording before any data moves whatever it says (the exchange that fixes the
+            summaries' size runs anyway, so the rest costs nothing); a disagreement is the same
+            ``ValueError`` on every rank, never a wrong answer, a crash or a hang.
         impl: the local work (``path_lib.impl.CHOICES["context_parallel"]``): ``"blockwise"`` the PyTorch scan; ``"triton"`` the kernels for the
             chunk's own keys (q in float16 / bfloat16 / float32, ``D`` in 32 / 64 / 128, ``Dv = D``, CUDA or
             ``TRITON_INTERPRET=1``) and PyTorch for the earlier chunks'; ``"auto"`` triton on CUDA when the
@@ -628,7 +628,7 @@ def context_parallel_path_attention(q, k, v, w, beta, g=None, *, scale=None, gro
     desc = _describe(q, k, v, w, beta, g, scale, err is None).to(cdev)
     rows = desc.new_empty(world, desc.numel())
     _dist().all_gather(list(rows.unbind(0)), desc, group=grp)
-    _agree(rows.cpu(), rank, err, _FIELDS[:-1] if check_ranks else _LAYOUT_FIELDS)
+    _agree(rows.cpu(), rank, err, _FIELDS[:-1])              # every field, check_ranks or not: it is free
     Dv = v.shape[3]
     if L == 0:
         return q.new_zeros(B, 0, Hq, Dv)

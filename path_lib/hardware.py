@@ -46,6 +46,8 @@ import math
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple, TypeVar
 
+from .validation import as_device, check_choice, check_int, check_ints, check_number, check_str  # noqa: F401
+
 __all__ = ["DeviceInfo", "H200", "A100", "SM86", "T4", "CPU", "GPURates", "GPUS", "FULL_MIN_CAPABILITY",
            "FULL_MIN_MEMORY_GB", "FULL_MIN_SMS", "HARDWARE_CLASSES", "PresetRow", "PRESET_TABLE", "PRESET_NAMES", "PRESET_SPELLINGS",
            "ATTAINED", "LAUNCH_S", "device", "describe_device", "hardware_class", "canonical_preset", "forced_preset", "preset_name",
@@ -349,6 +351,11 @@ class GPURates:
     fp64_tflops: float
     bandwidth_gbs: float
 
+    def __post_init__(self):
+        check_str(self.name, "name")
+        for field in ("half_tflops", "fp32_tflops", "fp64_tflops", "bandwidth_gbs"):
+            check_number(getattr(self, field), field, positive=True)
+
 
 #: Data-sheet peaks of the GPUs the presets are sized for.
 GPUS = {
@@ -370,13 +377,10 @@ def estimate_seconds(flops: float, nbytes: float, launches: float = 0, *, gpu: s
     ``flops``: counted matrix-product operations; ``nbytes``: bytes read and written in global memory;
     ``precision``: ``"half"`` (float16 / bfloat16 on tensor cores), ``"fp32"`` or ``"fp64"``: which peak
     rate the products run at. An estimate (compiles not included)."""
-    if gpu not in GPUS:
-        raise ValueError(f"gpu must be one of {sorted(GPUS)}, got {gpu!r}")
-    if precision not in ("half", "fp32", "fp64"):
-        raise ValueError(f"precision must be 'half', 'fp32' or 'fp64', got {precision!r}")
+    check_choice(gpu, "gpu", sorted(GPUS))
+    check_choice(precision, "precision", ("half", "fp32", "fp64"))
     for name, x in (("flops", flops), ("nbytes", nbytes), ("launches", launches)):
-        if not isinstance(x, (int, float)) or isinstance(x, bool) or not x >= 0:
-            raise ValueError(f"{name} must be a number >= 0, got {x!r}")
+        check_number(x, name, minimum=0.0)
     r = GPUS[gpu]
     peak = dict(half=r.half_tflops, fp32=r.fp32_tflops, fp64=r.fp64_tflops)[precision] * 1e12
     return flops / (peak * ATTAINED) + nbytes / (r.bandwidth_gbs * 1e9 * ATTAINED) + launches * LAUNCH_S

@@ -24,8 +24,8 @@ one; without a checkout (pip-installed, e.g. on Colab) it fetches the file from 
 (the repository's raw files, or ``PATH_BOOK_RECORDS_BASE``). :func:`load_record` does so by stable
 name and checks the schema; the ``optional_*`` forms print one plain sentence instead of raising.
 
-At the bottom of the library, like :mod:`path_lib.validation`: imports nothing of path_lib, and torch
-and triton only inside :func:`provenance`.
+At the bottom of the library, above :mod:`path_lib.validation` (its only import from path_lib, for the
+argument checks); triton only inside :func:`provenance`.
 """
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Optional, Tuple
+
+from .validation import check_mapping, check_path, check_str
 
 __all__ = ["REPOSITORY", "BRANCH", "RECORDS", "PENDING_RECORDS", "DEFAULT_RECORDS_BASE", "SCHEMAS", "SchemaError",
            "repo_root", "records_base", "record_path", "schema_version", "current_schema",
@@ -180,6 +182,7 @@ def _git_commit() -> str:
 
 def provenance(command: Optional[str] = None) -> dict:
     """A dict describing where and how a result was produced (device, versions, commit, date, command)."""
+    check_str(command, "command", empty=True, optional=True)
     import torch
     try:
         import triton
@@ -199,12 +202,13 @@ def provenance(command: Optional[str] = None) -> dict:
 
 
 def write_result(path, data: dict, *, command: Optional[str] = None) -> Path:
-    """Write ``data`` with a ``provenance`` block as JSON to ``path`` (parent folders created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record = dict(data)
+    """Write ``data`` (a dict) with a ``provenance`` block as JSON to ``path`` (parent folders created)."""
+    path = check_path(path, "path", kind="file")
+    record = dict(check_mapping(data, "data"))
     record["provenance"] = provenance(command)
-    path.write_text(json.dumps(record, indent=2, sort_keys=False, default=_jsonable) + "\n")
+    text = json.dumps(record, indent=2, sort_keys=False, default=_jsonable) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
     return path
 
 
@@ -217,7 +221,8 @@ def _jsonable(x: Any):
 
 def provenance_label(data: dict) -> str:
     """A one-line label for a recorded result, for figure captions and table notes."""
-    p = data["provenance"]
+    check_mapping(data, "data", keys=("provenance",))
+    p = check_mapping(data["provenance"], "data['provenance']", keys=("device", "torch", "commit", "date", "command"))
     return (f"Recorded run: {p['device']}, torch {p['torch']}, triton {p.get('triton')}, "
             f"commit {str(p['commit'])[:10]}, {p['date']}; command: {p['command']}")
 
@@ -229,13 +234,21 @@ def provenance_label(data: dict) -> str:
 def read_result(path) -> dict:
     """Load a recorded result from a local file; raises FileNotFoundError naming the file, ValueError without
     provenance."""
-    path = Path(path)
+    path = check_path(path, "path", kind="file")
     if not path.exists():
         raise FileNotFoundError(f"recorded result {path} does not exist")
-    data = json.loads(path.read_text())
-    if "provenance" not in data:
-        raise ValueError(f"{path} has no provenance block")
+    data = _parse(path.read_bytes(), f"path {path}")
+    if not isinstance(data, dict) or "provenance" not in data:
+        raise ValueError(f"path {path} holds no recorded result (no provenance block)")
     return data
+
+
+def _parse(raw: bytes, where: str):
+    """JSON text, or a ValueError naming ``where`` (not JSON, not UTF-8)."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{where} is not a JSON record ({type(e).__name__}: {e})") from None
 
 
 def load_result(relpath: str) -> dict:
@@ -248,28 +261,31 @@ def load_result(relpath: str) -> dict:
     if not isinstance(relpath, (str, os.PathLike)):
         raise TypeError(f"relpath must be a path in the repository, got {type(relpath).__name__}")
     relpath = str(relpath).lstrip("/")
+    if not relpath or ".." in Path(relpath).parts:
+        raise ValueError(f"relpath must be a path inside the repository, got {relpath!r}")
     base = records_base()
     if base is None:
         root = repo_root()
         if root is None:        # records_base() saw a checkout; it went away since
             raise FileNotFoundError(f"recorded result {relpath}: the checkout it was read from is gone")
         path = root / relpath
-        if not path.exists():
+        if not path.is_file():
             raise FileNotFoundError(f"recorded result {relpath} does not exist in {root}")
-        data = json.loads(path.read_text())
+        data = _parse(path.read_bytes(), f"relpath {relpath}")
     else:
         url = base + relpath
         try:
             with urllib.request.urlopen(url, timeout=30) as resp:
-                data = json.loads(resp.read().decode())
+                raw = resp.read()
         except urllib.error.HTTPError as e:
             if e.code == 404:
                 raise FileNotFoundError(f"recorded result {relpath} does not exist at {base}") from None
             raise OSError(f"could not fetch {url}: HTTP {e.code}") from None
         except urllib.error.URLError as e:
             raise OSError(f"could not fetch {url}: {e.reason}") from None
+        data = _parse(raw, f"relpath {relpath}")
     if not isinstance(data, dict) or "provenance" not in data:
-        raise ValueError(f"{relpath} has no provenance block")
+        raise ValueError(f"relpath {relpath} has no provenance block")
     return data
 
 
@@ -295,10 +311,14 @@ def optional_result(relpath: str, what: str = "result") -> Optional[dict]:
     """``load_result(relpath)``, or None when the record is missing or cannot be fetched; then it says
     so in one plain sentence (``No recorded {what} ({file name}).``) instead of raising, so that a
     chapter can go on without it."""
+    check_str(what, "what")
+    if not isinstance(relpath, (str, os.PathLike)):
+        raise TypeError(f"relpath must be a path in the repository, got {type(relpath).__name__}")
     return _or_sentence(lambda: load_result(relpath), relpath, what)
 
 
 def optional_record(name: str, what: Optional[str] = None) -> Optional[dict]:
     """``load_record(name)``, or None with one plain sentence when it is missing, unreachable or of a schema
     version path_lib does not read. A name not in :data:`RECORDS` still raises."""
+    check_str(what, "what", optional=True)
     return _or_sentence(lambda: load_record(name), record_path(name), what or name)

@@ -8,7 +8,12 @@ that every entry point refuses bad input with the same kind of message. ``__all_
     check_qkv, check_path_params, check_scale, check_block_size      the attention layout (q, k, v, w, beta, g)
     check_beta_range, check_unit_rows, check_log_gate                 PaTH's value conditions
     check_bool, check_int, check_number, check_choice, check_tokens  plain arguments
-    dtype_name, FLOAT_DTYPES, PARAM_DTYPES, UNIT_NORM_TOL             helpers and constants
+    check_probability, check_seed, check_numbers, check_ints, check_str  plain arguments
+    check_callable, check_path, check_dtype, check_format, check_instance, check_mapping, check_generator
+    dtype_name, FLOAT_DTYPES, PARAM_DTYPES, UNIT_NORM_TOL, INT_MAX, SEED_MAX   helpers and constants
+
+Range checks are written so that NaN fails them: ``not (lo <= x <= hi)`` (a tensor: ``~((x >= lo) & (x <= hi))``),
+never ``x < lo or x > hi``, which is False for NaN and would let it through.
 
 Every check raises a ``TypeError`` (wrong Python type or dtype) or a ``ValueError`` (shape, range,
 device, non-finite values, unsupported sizes) whose message names the offending argument, so that bad
@@ -25,15 +30,21 @@ they cost no device synchronisation and no graph break, i.e. on CPU tensors outs
 from __future__ import annotations
 
 import math
+import numbers
+import os
+from pathlib import Path
 from typing import List, Optional, Sequence
 
 import torch
+from numpy import bool_ as np_bool
 
 __all__ = [
     "FLOAT_DTYPES", "PARAM_DTYPES", "UNIT_NORM_TOL", "dtype_name",
     "check_device", "check_same_device", "as_device", "check_finite", "check_tensor",
     "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values", "check_scale",
-    "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
+    "check_bool", "check_optional_bool", "check_int", "check_number", "check_choice", "check_tokens",
+    "check_probability", "check_seed", "check_numbers", "check_ints", "check_str", "check_callable", "check_path",
+    "check_dtype", "check_format", "check_instance", "check_mapping", "check_generator", "values_checked", "SEED_MAX", "INT_MAX",
     "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens",
 ]
 
@@ -43,6 +54,10 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 PARAM_DTYPES = (torch.float32, torch.float64)
 #: how far ``||w_t||`` may be from 1 before :func:`check_unit_rows` refuses w
 UNIT_NORM_TOL = 1e-3
+#: the largest int :func:`check_int` accepts unless told otherwise: torch's sizes and indices are int64
+INT_MAX = 2 ** 63 - 1
+#: the largest seed :func:`check_seed` accepts (``torch.manual_seed`` and NumPy take it; larger ones they refuse)
+SEED_MAX = INT_MAX
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -103,7 +118,9 @@ def check_tensor(x, name: str, *, ndim: Optional[int] = None,
 def check_beta_range(beta: torch.Tensor, name: str = "beta") -> None:
     """beta must lie in [0, 2]: outside it ``I - beta w w^T`` has an eigenvalue beyond [-1, 1]."""
     beta = beta.detach()
-    if beta.numel() and (bool((beta < 0).any()) or bool((beta > 2).any())):
+    if beta.numel() and bool((~((beta >= 0) & (beta <= 2))).any()):     # NaN fails (beta >= 0) too
+        if bool(torch.isnan(beta).any()):
+            raise ValueError(f"{name} must lie in [0, 2], got NaN values")
         lo, hi = float(beta.min()), float(beta.max())
         raise ValueError(f"{name} must lie in [0, 2], got values in [{lo:.4g}, {hi:.4g}]")
 
@@ -113,14 +130,16 @@ def check_unit_rows(w: torch.Tensor, name: str = "w", tol: float = UNIT_NORM_TOL
     if w.numel() == 0:
         return
     err = (w.detach().double().norm(dim=-1) - 1).abs().max()
-    if float(err) > tol:
+    if not float(err) <= tol:                                       # NaN fails it
+        if math.isnan(float(err)):
+            raise ValueError(f"{name} must be L2-normalised along the last dimension, got NaN values")
         raise ValueError(f"{name} must be L2-normalised along the last dimension "
                          f"(max | ||{name}|| - 1 | = {float(err):.3g}); use path_lib.reference.householder.normalize")
 
 
 def check_log_gate(g: torch.Tensor, name: str = "g") -> None:
     """A log forget gate is <= 0 (the gate itself lies in (0, 1])."""
-    if g.numel() and bool((g.detach() > 0).any()):
+    if g.numel() and bool((~(g.detach() <= 0)).any()):                 # NaN fails (g <= 0)
         raise ValueError(f"{name} is a log forget gate and must be <= 0 (use torch.nn.functional.logsigmoid)")
 
 
@@ -187,23 +206,209 @@ def values_checked(check_values: Optional[bool], x: torch.Tensor) -> bool:
     return x.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def check_int(value, name: str, *, minimum: Optional[int] = None) -> int:
-    """A Python int (not a bool), at least ``minimum`` when given; returned unchanged."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+def _is_int(value) -> bool:
+    """A Python or NumPy integer, not a bool (``True`` is an int to Python, never a size here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np_bool))
+
+
+def _is_real(value) -> bool:
+    """A Python or NumPy real number, not a bool and not a tensor."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, (bool, np_bool))
+            and not isinstance(value, torch.Tensor))
+
+
+def check_int(value, name: str, *, minimum: Optional[int] = None, maximum: Optional[int] = None,
+              choices: Optional[Sequence[int]] = None, optional: bool = False):
+    """An int (Python or NumPy, not a bool), at least ``minimum``, at most ``maximum`` (default
+    :data:`INT_MAX`: larger ints fit no tensor size or index) and among ``choices`` when given (None allowed
+    when ``optional``); returned as a Python int."""
+    if value is None and optional:
+        return None
+    if not _is_int(value):
+        what = "an int or None" if optional else "an int"
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > (INT_MAX if maximum is None else maximum):
+        raise ValueError(f"{name} must be <= {INT_MAX if maximum is None else maximum}, got {value}")
+    if choices is not None and value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value}")
     return value
 
 
-def check_number(value, name: str, *, positive: bool = False) -> float:
-    """A finite Python int or float (not a bool or tensor), > 0 when ``positive``; returned as float."""
-    if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
-    if not math.isfinite(value) or (positive and value <= 0):
-        kind = "a positive finite" if positive else "a finite"
+def _interval(minimum, maximum, open_min: bool, open_max: bool) -> str:
+    lo = "(-inf" if minimum is None else ("(" if open_min else "[") + f"{minimum:g}"
+    hi = "inf)" if maximum is None else f"{maximum:g}" + (")" if open_max else "]")
+    return f"{lo}, {hi}"
+
+
+def check_number(value, name: str, *, positive: bool = False, minimum: Optional[float] = None,
+                 maximum: Optional[float] = None, open_min: bool = False, open_max: bool = False,
+                 finite: bool = True, optional: bool = False):
+    """A real number (Python or NumPy int or float, not a bool or tensor), finite unless ``finite=False``
+    (NaN is refused always), > 0 when ``positive``, in the interval ``[minimum, maximum]`` (an end open with
+    ``open_min`` / ``open_max``) when given; None allowed when ``optional``. Returned as a Python float."""
+    if value is None and optional:
+        return None
+    if not _is_real(value):
+        what = "a float or None" if optional else "a float"
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or (finite and not math.isfinite(value)) or (positive and not value > 0):
+        kind = "a positive finite" if positive else ("a finite" if finite else "a (non-NaN)")
         raise ValueError(f"{name} must be {kind} number, got {value}")
-    return float(value)
+    low_ok = minimum is None or (value > minimum if open_min else value >= minimum)
+    high_ok = maximum is None or (value < maximum if open_max else value <= maximum)
+    if not (low_ok and high_ok):
+        raise ValueError(f"{name} must lie in {_interval(minimum, maximum, open_min, open_max)}, got {value}")
+    return value
+
+
+def check_probability(value, name: str, *, open_min: bool = False, open_max: bool = False,
+                      optional: bool = False):
+    """A probability in ``[0, 1]`` (an end open with ``open_min`` / ``open_max``); returned as a float."""
+    return check_number(value, name, minimum=0.0, maximum=1.0, open_min=open_min, open_max=open_max,
+                        optional=optional)
+
+
+def check_seed(value, name: str = "seed", *, optional: bool = False):
+    """A seed: an int in ``[0, SEED_MAX]`` (what ``torch.manual_seed`` and NumPy both take)."""
+    return check_int(value, name, minimum=0, maximum=SEED_MAX, optional=optional)
+
+
+def _sequence(value, name: str, what: str) -> list:
+    if isinstance(value, (str, bytes, dict)) or isinstance(value, torch.Tensor) and value.dim() != 1:
+        raise TypeError(f"{name} must be a sequence of {what}, got {type(value).__name__}")
+    try:
+        return list(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of {what}, got {type(value).__name__}") from None
+
+
+def _length(items: list, name: str, min_len: int, max_len: Optional[int]) -> None:
+    if len(items) < min_len or (max_len is not None and len(items) > max_len):
+        want = (f"exactly {min_len}" if max_len == min_len else
+                f"at least {min_len}" if max_len is None else f"{min_len} to {max_len}")
+        raise ValueError(f"{name} must hold {want} value(s), got {len(items)}")
+
+
+def check_numbers(value, name: str, *, min_len: int = 1, max_len: Optional[int] = None, **limits) -> List[float]:
+    """A sequence (list, tuple, 1-D array or tensor) of ``min_len`` to ``max_len`` real numbers, each checked
+    as :func:`check_number` with ``limits`` (``positive``, ``minimum``, ``maximum``, ``open_min``,
+    ``open_max``, ``finite``); returned as a list of floats."""
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        value = value.tolist() if getattr(value, "ndim", 1) == 1 else value
+    items = _sequence(value, name, "numbers")
+    _length(items, name, min_len, max_len)
+    return [check_number(x, f"{name}[{i}]", **limits) for i, x in enumerate(items)]
+
+
+def check_ints(value, name: str, *, min_len: int = 1, max_len: Optional[int] = None, **limits) -> List[int]:
+    """A sequence of ``min_len`` to ``max_len`` ints, each checked as :func:`check_int` with ``limits``
+    (``minimum``, ``maximum``, ``choices``); returned as a list of Python ints."""
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        if getattr(value, "dtype", None) is not None and str(value.dtype).startswith(("float", "torch.float")):
+            raise TypeError(f"{name} must hold ints, got floats ({value.dtype})")
+        value = value.tolist() if getattr(value, "ndim", 1) == 1 else value
+    items = _sequence(value, name, "ints")
+    _length(items, name, min_len, max_len)
+    return [check_int(x, f"{name}[{i}]", **limits) for i, x in enumerate(items)]
+
+
+def check_str(value, name: str, *, empty: bool = False, optional: bool = False):
+    """A str (non-empty unless ``empty``); None allowed when ``optional``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str{' or None' if optional else ''}, got {type(value).__name__}")
+    if not value and not empty:
+        raise ValueError(f"{name} must be a non-empty str")
+    return value
+
+
+def check_callable(value, name: str, *, optional: bool = False):
+    """A callable (None allowed when ``optional``); returned unchanged."""
+    if (value is None and optional) or callable(value):
+        return value
+    raise TypeError(f"{name} must be callable{' or None' if optional else ''}, got {type(value).__name__}")
+
+
+def check_path(value, name: str, *, optional: bool = False, exists: bool = False, kind: Optional[str] = None):
+    """A file-system path (a non-empty str or ``os.PathLike``); returned as a ``Path`` (None when
+    ``optional``). ``exists``: it must exist; ``kind`` ``"file"`` / ``"dir"``: what it must be where it
+    exists (a file path may not name a folder, a folder not a file, and a file's parent may not be a file)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
+        raise TypeError(f"{name} must be a path (a str or os.PathLike){' or None' if optional else ''}, "
+                        f"got {type(value).__name__}")
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text or "\x00" in text:
+        raise ValueError(f"{name} must be a non-empty path without NUL characters, got {value!r}")
+    path = Path(text)
+    if exists and not path.exists():
+        raise ValueError(f"{name} {str(path)!r} does not exist")
+    if kind == "file":
+        if path.is_dir():
+            raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
+        parent = next((p for p in path.parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise ValueError(f"{name} {str(path)!r} lies under {str(parent)!r}, which is a file, not a folder")
+    elif kind == "dir" and path.exists() and not path.is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a file, not a folder")
+    return path
+
+
+def check_format(value, name: str = "fmt") -> str:
+    """A ``str.format`` template of one number (``"{:.3f}"``): a str that formats 1.0 into something else."""
+    check_str(value, name)
+    try:
+        if value.format(1.0) == value:
+            raise ValueError("it holds no replacement field")
+    except (ValueError, IndexError, KeyError) as e:
+        raise ValueError(f"{name} must format one number (e.g. '{{:.3f}}'), got {value!r}: {e}") from None
+    return value
+
+
+def check_dtype(value, name: str, dtypes: Sequence[torch.dtype] = FLOAT_DTYPES) -> torch.dtype:
+    """A ``torch.dtype`` among ``dtypes`` (a TypeError otherwise, as for a tensor of another dtype)."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, got {type(value).__name__}")
+    if value not in dtypes:
+        raise TypeError(f"{name} must be one of ({', '.join(dtype_name(d) for d in dtypes)}), "
+                        f"got {dtype_name(value)}")
+    return value
+
+
+def check_instance(value, name: str, types, what: Optional[str] = None, *, optional: bool = False):
+    """An instance of ``types`` (``what`` names them in the message); None allowed when ``optional``."""
+    if (value is None and optional) or isinstance(value, types):
+        return value
+    if what is None:
+        kinds = types if isinstance(types, tuple) else (types,)
+        what = " or ".join(f"a {t.__name__}" for t in kinds)
+    raise TypeError(f"{name} must be {what}{' or None' if optional else ''}, got {type(value).__name__}")
+
+
+def check_mapping(value, name: str, *, keys: Optional[Sequence[str]] = None, optional: bool = False):
+    """A dict (None allowed when ``optional``) holding at least ``keys``; returned unchanged."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict{' or None' if optional else ''}, got {type(value).__name__}")
+    missing = [k for k in (keys or ()) if k not in value]
+    if missing:
+        raise ValueError(f"{name} lacks the key(s) {missing} (it has {sorted(map(str, value))[:8]})")
+    return value
+
+
+def check_generator(value, name: str = "generator", *, optional: bool = False):
+    """A CPU ``torch.Generator`` (None allowed when ``optional``); returned unchanged."""
+    check_instance(value, name, torch.Generator, "a torch.Generator", optional=optional)
+    if value is not None and value.device.type != "cpu":
+        raise ValueError(f"{name} must be a CPU torch.Generator, got one on {value.device}")
+    return value
 
 
 def check_qkv(q, k, v, *, head_dims: Optional[Sequence[int]] = None, finite: bool = True):
@@ -275,17 +480,15 @@ def check_path_params(q, k, w, beta, g=None, *, param_dtypes=PARAM_DTYPES, check
             check_log_gate(g)
 
 
-def check_block_size(block_size) -> int:
-    """A block length: an int >= 1; returned unchanged."""
-    if not isinstance(block_size, int) or isinstance(block_size, bool):
-        raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    return block_size
+def check_block_size(block_size, choices: Optional[Sequence[int]] = None) -> int:
+    """A block length: an int >= 1 (among ``choices`` when given, e.g. the kernels' block lengths)."""
+    return check_int(block_size, "block_size", minimum=1, choices=choices)
 
 
-def check_choice(value, name: str, choices: Sequence[str]) -> str:
-    """A str among ``choices``; returned unchanged."""
+def check_choice(value, name: str, choices: Sequence[str], *, optional: bool = False):
+    """A str among ``choices`` (None allowed when ``optional``); returned unchanged."""
+    if value is None and optional:
+        return None
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, one of {tuple(choices)}, got {type(value).__name__}")
     if value not in choices:

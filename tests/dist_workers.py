@@ -104,6 +104,8 @@ def run_unchecked_mismatch(rank, world):
     call = lambda *x: context_parallel_path_attention(*x, check_ranks=False, block_size=3)   # noqa: E731
     longer = random_path_inputs(B=1, T=L + 2, Hq=2, Hk=2, D=4, gate=True, seed=8)
     out = {"lengths": _error_of(lambda: call(*(longer if rank == 1 else base))),
+           "scale": _error_of(lambda: context_parallel_path_attention(*base, check_ranks=False, block_size=3,
+                                                                      scale=0.5 if rank == 0 else 0.25)),
            "dtype": _error_of(lambda: call(*(x.float() if rank == 0 else x for x in base))),
            "bad_beta": _error_of(lambda: call(q, k, v, w, beta[:, :, :1] if rank == 1 else beta, g))}
     full = [torch.cat([random_path_inputs(B=1, T=L, Hq=2, Hk=2, D=4, gate=True, seed=7 + s)[i]

@@ -63,6 +63,8 @@ def test_unchecked_ranks_still_refuse_chunks_that_cannot_be_gathered():
         assert r["lengths"]["type"] == "ValueError", r["lengths"]
         assert "T_local" in r["lengths"]["msg"] and "rank 0: 4, rank 1: 6" in r["lengths"]["msg"]
         assert r["dtype"]["type"] == "ValueError" and "dtype" in r["dtype"]["msg"], r["dtype"]
+        # ranks with different scales would each compute a wrong answer: refused even with the checks off
+        assert r["scale"]["type"] == "ValueError" and "the scale differs" in r["scale"]["msg"], r["scale"]
         assert "float32" in r["dtype"]["msg"] and "float64" in r["dtype"]["msg"]
         assert r["after_err"] < 1e-12
     assert "beta must have shape" in r1["bad_beta"]["msg"] and "rank(s) [1]" in r0["bad_beta"]["msg"]

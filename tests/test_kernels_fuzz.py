@@ -16,6 +16,7 @@ The public entry points of ``path_lib.kernels`` check ``check_values``, ``T``, `
 from __future__ import annotations
 
 import math
+import os
 import re
 
 import pytest
@@ -104,6 +105,67 @@ def test_decode_config_and_cache_arguments(data):
     judge(lambda: TritonPaTHCache(1, 2, 1, 16, device=bad_device), ("device",))
 
 
+TUNING_BAD = {"block_size": [0, -16, 24, 8, 128, 16.0, "16", True, float("nan"), 2 ** 70],
+              "seg_blocks": [0, -1, 1.5, "2", True, float("nan"), 2 ** 70]}
+
+
+@settings(FEW, max_examples=30)
+@given(data=st.data())
+def test_tuning_arguments_are_refused_by_name(data):
+    """The kernels' tuning overrides (``block_size``, ``seg_blocks``) at 0, negative, not a power of two,
+    float, str, bool, NaN or huge are a TypeError / ValueError naming them (listing the allowed block
+    lengths), from kernel_config and from path_attention before anything is launched; valid ones give a
+    configuration with exactly that blocking."""
+    import path_lib.kernels as K
+    name = data.draw(st.sampled_from(sorted(TUNING_BAD)))
+    value = data.draw(st.sampled_from(TUNING_BAD[name]))
+    T = data.draw(st.sampled_from([1, 40, 300]))
+    judge(lambda: K.kernel_config(K.H200, torch.bfloat16, 64, T, **{name: value}), (name,))
+    q, k, v, w, beta, _ = random_path_inputs(1, 4, 2, 2, 32, dtype=f32)
+    judge(lambda: K.path_attention(q, k, v, w, beta, **{name: value}), (name,))
+    block, seg = data.draw(st.sampled_from(K.BLOCK_SIZES)), data.draw(st.integers(1, 5))
+
+    def check(cfg):
+        assert (cfg.block, cfg.seg_blocks, cfg.n_blocks) == (block, seg, math.ceil(T / block)), cfg
+    judge(lambda: K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=block, seg_blocks=seg), (), check)
+    info = data.draw(st.sampled_from([K.DeviceInfo("gpu"), K.DeviceInfo("cuda", (9,)), K.DeviceInfo("cuda", (9, 0), -1),
+                                      K.DeviceInfo("cuda", (9, 0), 1024, sms=2.5), K.DeviceInfo("cuda", (9, 0), "x"),
+                                      K.DeviceInfo("cuda", (9.0, 0), 1024)]))
+    judge(lambda: K.kernel_config(info, torch.bfloat16, 64, T), ("device",))
+    judge(lambda: K.backward_slices(info, K.kernel_config(K.H200, torch.bfloat16, 64, T), 2, 2), ("device",))
+    with pytest.raises(ValueError, match=r"block_size must be one of \(16, 32, 64\)"):
+        K.kernel_config(K.H200, torch.bfloat16, 64, T, block_size=24)
+
+
+@settings(FEW, max_examples=15)
+@given(data=st.data())
+def test_context_chunk_arguments_are_refused_by_name(data):
+    """path_lib.kernels.context (the kernels as one chunk of a context-parallel sequence): bad tensors,
+    gates, scales and states are refused by name before anything is launched; chunk_unfit says why the
+    kernels cannot take a chunk (None when they can)."""
+    from path_lib.kernels import context as Cx
+    q, k, v, w, beta, g = random_path_inputs(1, 4, 2, 2, 32, dtype=f32, gate=True)
+    G = torch.cumsum(g, 1)
+    bad = data.draw(st.sampled_from([
+        ("q", [1]), ("q", q.double()), ("q", q[0]), ("q", q.to("meta")), ("w", w.double()), ("w", w[..., :16]),
+        ("beta", beta[..., :1]), ("G", G[..., :1]), ("G", "G"), ("G", G.double()), ("scale", 0.0),
+        ("scale", float("nan")), ("scale", "1")]))
+    args = dict(q=q, k=k, v=v, w=w, beta=beta, G=G, scale=0.5)
+    args[bad[0]] = bad[1]
+    judge(lambda: Cx.chunk_forward(**args), (bad[0],) + (("head dim", "D") if bad[0] == "w" else ()))
+    judge(lambda: Cx.chunk_backward("state", q, q, q), ("state",))
+    unfit_q = data.draw(st.sampled_from([q, q[..., :16], "q", q[0]]))
+    expect_bad = () if isinstance(unfit_q, torch.Tensor) and unfit_q.dim() == 4 else ("q",)
+
+    def check(why):
+        if unfit_q.shape[-1] == 16:
+            assert "head dims" in why, why
+        else:                                        # D = 32: the kernels run where CUDA or the interpreter is
+            runs = torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+            assert (why is None) == runs, why
+    judge(lambda: Cx.chunk_unfit(unfit_q, v), expect_bad, check)
+
+
 # ----------------------------------------------------------------------------------------------
 # under the interpreter
 # ----------------------------------------------------------------------------------------------
@@ -134,7 +196,8 @@ def test_path_attention_kernel(data):
         beta, bad = beta + 2.5, ("beta",)
     elif mutation == "g_shape":
         g, bad = torch.zeros(B, T, 1), ("g",)
-    judge(lambda: path_attention(q, k, v, w, beta, g), bad,
+    tuning = data.draw(st.sampled_from([{}, {"block_size": 16, "seg_blocks": 1}, {"block_size": 16, "seg_blocks": 2}]))
+    judge(lambda: path_attention(q, k, v, w, beta, g, **tuning), bad,
           lambda o: close(o, numpy_path_attention(q, k, v, w, beta, g), 2e-4))
     if mutation in ("none", "w64", "nan_k", "beta"):
         from path_lib.decoding import keys_to_end

@@ -768,6 +768,88 @@ def test_validation_helpers(data):
         assert getattr(torch, V.dtype_name(dtype)) is dtype
 
 
+@FUZZ
+@given(data=st.data())
+def test_validation_plain_helpers(data):
+    """The plain-argument checks (probability, seed, sequences of numbers and ints, str, callable, path,
+    dtype, format, instance, mapping, generator) on junk: a named TypeError / ValueError, or the value back
+    as the checks promise (NaN fails every range: ``not lo <= x <= hi``)."""
+    import tempfile
+    value = data.draw(st.sampled_from(JUNK + (0.5, 1.0, [0.1, 0.2], (1, 2), "", "{:.2f}", "p.json", {}, {"a": 1},
+                                              torch.float32, torch.Generator(), len, np.float64(0.25),
+                                              np.int64(3), [0.1, float("nan")], [1, 2.5])))
+    which = data.draw(st.sampled_from(["probability", "seed", "numbers", "ints", "str", "callable", "path", "dtype",
+                                       "format", "instance", "mapping", "generator", "values_checked"]))
+    is_num = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+    is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    seq = isinstance(value, (list, tuple))
+    if which == "probability":
+        ok = is_num and 0 <= float(value) <= 1
+        judge(lambda: V.check_probability(value, "p"), () if ok else ("p",), lambda o: o == float(value) or pytest.fail())
+    elif which == "seed":
+        ok = is_int and 0 <= value <= V.SEED_MAX
+        judge(lambda: V.check_seed(value), () if ok else ("seed",), lambda o: o == value or pytest.fail())
+    elif which == "numbers":
+        ok = seq and len(value) >= 1 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                             and math.isfinite(x) for x in value)
+        judge(lambda: V.check_numbers(value, "xs"), () if ok else ("xs",),
+              lambda o: o == [float(x) for x in value] or pytest.fail())
+    elif which == "ints":
+        ok = seq and len(value) >= 1 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)
+        judge(lambda: V.check_ints(value, "ns", minimum=0), () if ok else ("ns",),
+              lambda o: o == list(value) or pytest.fail())
+    elif which == "str":
+        judge(lambda: V.check_str(value, "s"), () if isinstance(value, str) and value else ("s",))
+    elif which == "callable":
+        judge(lambda: V.check_callable(value, "f"), () if callable(value) else ("f",))
+    elif which == "path":
+        folder = tempfile.mkdtemp()
+        judge(lambda: V.check_path(value, "path", kind="file"), () if isinstance(value, str) and value else ("path",),
+              lambda o: str(o) == value or pytest.fail())
+        judge(lambda: V.check_path(folder, "path", kind="file"), ("path",))            # a folder for a file
+        judge(lambda: V.check_path(folder, "path", kind="dir", exists=True), (), lambda o: o.is_dir() or pytest.fail())
+    elif which == "dtype":
+        judge(lambda: V.check_dtype(value, "dtype"), () if value is torch.float32 else ("dtype",))
+    elif which == "format":
+        judge(lambda: V.check_format(value), () if value == "{:.2f}" else ("fmt",),
+              lambda o: o.format(1.0) == "1.00" or pytest.fail())
+    elif which == "instance":
+        judge(lambda: V.check_instance(value, "x", (list, tuple)), () if seq else ("x",))
+    elif which == "mapping":
+        judge(lambda: V.check_mapping(value, "d", keys=("a",)), () if value == {"a": 1} else ("d",))
+    elif which == "generator":
+        judge(lambda: V.check_generator(value), () if isinstance(value, torch.Generator) else ("generator",))
+    else:
+        flag = value if value is None or isinstance(value, bool) else True
+        x = torch.zeros(2)
+        assert V.values_checked(flag, x) is (True if flag is None else flag)
+        assert V.values_checked(None, x.to("meta")) is False
+
+
+@FEW
+@given(data=st.data())
+def test_validation_value_checks_refuse_nan(data):
+    """check_beta_range, check_unit_rows and check_log_gate refuse NaN anywhere (a range written as
+    ``(x < lo) | (x > hi)`` is False for NaN: these are written ``~((x >= lo) & (x <= hi))``), and
+    infinities, and accept the edges (beta 0 and 2, g 0)."""
+    torch.manual_seed(_seed(data))
+    which = data.draw(st.sampled_from(["beta", "w", "g"]))
+    where = data.draw(st.integers(0, 5))
+    fill = data.draw(st.sampled_from([float("nan"), float("inf"), float("-inf"), None]))
+    beta = torch.rand(2, 3) * 2
+    beta[0, 0], beta[1, 2] = 0.0, 2.0                  # the edges are valid
+    w = torch.nn.functional.normalize(torch.randn(2, 3, 4), dim=-1)
+    g = -torch.rand(2, 3)
+    g[0, 0] = 0.0
+    x = {"beta": beta, "w": w, "g": g}[which]
+    bad = ()
+    if fill is not None:
+        x.view(-1)[where] = fill
+        bad = (which,) if not (which == "g" and fill == float("-inf")) else ()   # log gate -inf: gate 0, fine
+    check = {"beta": V.check_beta_range, "w": V.check_unit_rows, "g": V.check_log_gate}[which]
+    judge(lambda: check(x, which), bad)
+
+
 @FEW
 @given(data=st.data())
 def test_validation_tensor_checks(data):
@@ -984,7 +1066,7 @@ def test_hf_from_pretrained_refuses_a_config_that_does_not_describe_the_weights(
         text = data.draw(st.sampled_from([json.dumps(saved)[:20], "[]", "3"]))
         (work / "config.json").write_text(text)
         bad = ("pretrained_model_name_or_path",)
-    elif field == "dtype" or how == "kwarg":
+    elif (field == "dtype" and how != "file") or how == "kwarg":
         kwargs = {} if field is None else {field: value}
     elif how == "config":
         kwargs = {"config": PaTHConfig(**{**{k: saved[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
@@ -997,6 +1079,42 @@ def test_hf_from_pretrained_refuses_a_config_that_does_not_describe_the_weights(
         for (name, p), (_, p0) in zip(loaded.state_dict().items(), model.state_dict().items()):
             assert torch.equal(p, p0), name
     judge(lambda: PaTHForCausalLM.from_pretrained(work, **kwargs), bad, check)
+
+
+GENERATION_BAD = {"top_p": [2.0, 0.0, -0.5, float("nan"), "0.9"], "top_k": [-1, 1.5, True], "temperature": [
+    0.0, -1.0, float("inf"), "1"], "max_new_tokens": [0, -1, 2.5], "do_sample": [1, "yes"], "num_beams": [0, 1.5],
+    "repetition_penalty": [0.0, float("nan")], "min_p": [1.5], "generation_config": [{"top_p": 0.5}, 3]}
+
+
+@FEW
+@given(data=st.data())
+def test_hf_generate_checks_its_settings(saved_model, data):
+    """PaTHForCausalLM.generate: a sampling or length setting out of range (top_p outside (0, 1], top_k < 0,
+    temperature <= 0, max_new_tokens < 1, a truthy non-bool do_sample, ...) is refused naming it, whether
+    given by keyword or in a GenerationConfig; greedy generation equals TinyLM's own greedy decoding and a
+    sample stays in the vocabulary."""
+    from transformers import GenerationConfig
+    model, _ = saved_model
+    prompt = torch.randint(0, 11, (2, 3), generator=torch.Generator().manual_seed(_seed(data)))
+    name = data.draw(st.sampled_from([None] + sorted(GENERATION_BAD)))
+    how = data.draw(st.sampled_from(["kwarg", "config"]))
+    kwargs, bad = dict(max_new_tokens=3, do_sample=data.draw(st.booleans()), pad_token_id=0), ()
+    if name is not None:
+        value, bad = data.draw(st.sampled_from(GENERATION_BAD[name])), (name,)
+        if name == "generation_config" or how == "kwarg":
+            kwargs[name] = value
+        else:
+            config = GenerationConfig(**{k: v for k, v in kwargs.items() if k != "pad_token_id"})
+            config.__dict__[name] = value               # as a config edited after it was made
+            kwargs = dict(generation_config=config, pad_token_id=0)
+
+    def check(out):
+        assert out.shape == (2, 6) and bool(((out >= 0) & (out < 11)).all())
+        assert torch.equal(out[:, :3], prompt)
+        if not kwargs.get("do_sample"):
+            assert torch.equal(out, model.model.generate(prompt, 3))
+    with torch.no_grad():
+        judge(lambda: model.generate(prompt, **kwargs), bad, check)
 
 
 @FUZZ
@@ -1085,12 +1203,16 @@ FUZZED = {
     "path_lib.validation": {"dtype_name", "check_device", "check_same_device", "as_device", "check_finite",
                             "check_tensor", "check_beta_range", "check_unit_rows", "check_log_gate", "check_step_values",
                             "check_scale", "check_bool", "check_int", "check_number", "check_choice", "check_tokens",
-                            "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens"},
+                            "check_qkv", "check_path_params", "check_block_size", "check_cu_seqlens",
+                            "check_optional_bool", "check_probability", "check_seed", "check_numbers", "check_ints",
+                            "check_str", "check_callable", "check_path", "check_dtype", "check_format",
+                            "check_instance", "check_mapping", "check_generator", "values_checked"},
     "path_lib.kernels": {"path_attention", "transform_keys_to_end", "is_available", "sources_sha256", "code_sha256",
                          "blocking", "kernel_config", "env_overrides", "fallback_state", "backward_slices"},
     "path_lib.kernels.decode": {"TritonPaTHCache", "DecodeConfig"},
     "path_lib.kernels.short_conv": {"short_conv_normalize"},
     "path_lib.kernels.teaching": {"teaching_path_attention"},
+    "path_lib.kernels.context": {"chunk_forward", "chunk_backward", "chunk_unfit"},
 }
 
 #: single names not fuzzed, and why (the kernels' records and internals)
@@ -1106,12 +1228,12 @@ EXEMPT = {
                                                     "teaching_path_attention has checked",
 }
 
-#: modules not fuzzed here, and why (the issue's fuzz was of the layers, decoding, sampling, caches and
-#: the Hugging Face model; these are the experiments' runners, the book's helpers and pure cost models)
+#: modules not fuzzed, and why (everything else a user can import is: here, in test_validation_fuzz.py,
+#: test_kernels_fuzz.py, or name by name in test_surface_fuzz.py)
 OUT_OF_SCOPE = {
     "path_lib.blockwise.mirror": "its __all__ also lists the mirror's phase functions (forward, ut, prep, ...), "
-                                 "which the kernel chapter teaches with; its entry point blockwise_path_attention "
-                                 "is fuzzed here",
+                                 "which the kernel chapter teaches with on inputs the entry point has checked; its "
+                                 "entry point blockwise_path_attention is fuzzed here",
     "path_lib.blockwise.scan": "blockwise_scan takes heads-first inputs its caller has checked; its public "
                                "route, path_attention(impl='blockwise_scan'), is fuzzed here",
     "path_lib.distributed": "needs a process group; tests/test_distributed.py",
@@ -1124,9 +1246,29 @@ OUT_OF_SCOPE = {
                          "tests/test_hardware.py (a bad device, preset, key or dtype is a ValueError naming it)",
 }
 OUT_OF_SCOPE_PACKAGES = {
-    "path_lib.experiments": "training runs and records; their own tests (test_train, test_lm, ...)",
-    "path_lib.book": "the chapters' helpers, tested with the book (test_speed, test_widgets, ...)",
+    "path_lib.book": "the chapters' helpers (plots, tables of records, widgets), tested with the book "
+                     "(test_speed, test_widgets, ...)",
 }
+#: single names without a case of their own, and why
+EXEMPT.update({
+    ("path_lib.kernels.context", "ChunkState"): "what chunk_forward returns for chunk_backward; chunk_backward refuses "
+                                                "anything else by name (test_kernels_fuzz.py)",
+    ("path_lib.ledger.comparison", "UnequalTrainingError"): "an exception class (raised by comparison_table)",
+    ("path_lib.training.loop", "UnequalTrainingError"): "an exception class (raised by comparison_table)",
+    ("path_lib.records", "SchemaError"): "an exception class (raised by schema_version)",
+    ("path_lib.ledger.claims", "value_at"): "path_lib.ledger.evidence.value_at, re-exported (fuzzed there)",
+    ("path_lib.training.loop", "hardware"): "path_lib.hardware.hardware, re-exported (fuzzed there)",
+})
+
+
+def _surface_names():
+    """``{module: names}`` of the cases of test_surface_fuzz.py (``module.name[label]``)."""
+    import test_surface_fuzz
+    out = {}
+    for c in test_surface_fuzz.CASES:
+        module, name = c.name.split("[")[0].rsplit(".", 1)
+        out.setdefault(module, set()).add(name)
+    return out
 
 
 def _public_modules():
@@ -1142,8 +1284,12 @@ def _public_modules():
 
 
 def test_every_public_name_is_covered():
-    """Every name in the ``__all__`` of every public module is fuzzed (FUZZED), is a constant (not
-    callable: a tuple, dict, dtype or number), or its module is out of scope with a reason."""
+    """Every name in the ``__all__`` of every public module is fuzzed (FUZZED here, or a case of
+    test_surface_fuzz.py), is a constant (not callable: a tuple, dict, dtype or number), is exempt with a
+    reason, or its module is out of scope with the reason."""
+    fuzzed = {m: set(names) for m, names in FUZZED.items()}
+    for module, names in _surface_names().items():
+        fuzzed.setdefault(module, set()).update(names)
     missing = {}
     for name in _public_modules():
         if name in OUT_OF_SCOPE or name.startswith(tuple(OUT_OF_SCOPE_PACKAGES)):
@@ -1155,9 +1301,9 @@ def test_every_public_name_is_covered():
         for attr in getattr(mod, "__all__", ()):
             value = getattr(mod, attr)
             constant = not callable(value) or isinstance(value, (dict, tuple, list, frozenset, torch.dtype))
-            if attr not in FUZZED.get(name, ()) and not constant and (name, attr) not in EXEMPT:
+            if attr not in fuzzed.get(name, ()) and not constant and (name, attr) not in EXEMPT:
                 missing.setdefault(name, []).append(attr)
     assert not missing, f"public names with no fuzz case (add one, or say why the module is out of scope): {missing}"
     stale = {m: sorted(names - set(getattr(importlib.import_module(m), "__all__", ())))
-             for m, names in FUZZED.items() if names - set(getattr(importlib.import_module(m), "__all__", ()))}
-    assert not stale, f"FUZZED lists names no module exports: {stale}"
+             for m, names in fuzzed.items() if names - set(getattr(importlib.import_module(m), "__all__", ()))}
+    assert not stale, f"FUZZED or the surface cases name what no module exports: {stale}"

@@ -117,7 +117,7 @@ def test_presets_and_train_task(monkeypatch):
 @pytest.mark.parametrize("kw,exc,word", [
     (dict(steps=0), ValueError, "steps"), (dict(steps=1.5), TypeError, "steps"),
     (dict(steps=5, warmup=6), ValueError, "warmup"), (dict(lr=0), ValueError, "lr"),
-    (dict(lr=float("nan")), TypeError, "lr"), (dict(min_lr_ratio=2.0), ValueError, "min_lr_ratio"),
+    (dict(lr=float("nan")), ValueError, "lr"), (dict(min_lr_ratio=2.0), ValueError, "min_lr_ratio"),
 ])
 def test_bad_config(kw, exc, word):
     with pytest.raises(exc, match=word):

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from ..hardware import device, pick_preset, preset_name, preset_sizes
-from ..records import optional_record, provenance_label, repo_root
+from ..records import optional_record, repo_root
 
 __all__ = ["DEVICE", "device", "preset_name", "preset_sizes", "pick_preset", "optional_record", "repo_root",
            "show_provenance", "public_command", "provenance_details", "show_provenance_dropdown", "toc_files"]

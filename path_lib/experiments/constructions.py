@@ -64,7 +64,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 
-from ..validation import check_choice, check_tokens
+from ..validation import check_block_size, check_choice, check_dtype, check_int, check_number, check_str, check_tokens
 from ..impl import path_attention
 from ..reference.attention import rope_attention
 
@@ -94,6 +94,7 @@ def validate_swaps(swaps, name: str = "swaps") -> List[Tuple[int, int]]:
     Raises TypeError (not a list/tuple of pairs of ints) or ValueError (wrong pair length, range,
     ``x == y``), naming the argument.
     """
+    check_str(name, "name")
     if isinstance(swaps, (str, bytes)) or not isinstance(swaps, (list, tuple)):
         raise TypeError(f"{name} must be a list of (x, y) pairs, got {type(swaps).__name__}")
     out = []
@@ -118,6 +119,10 @@ def validate_swaps(swaps, name: str = "swaps") -> List[Tuple[int, int]]:
 
 def swap_token(x: int, y: int) -> int:
     """Token id of ``[x<->y]`` (``== [y<->x]``), in 1..10."""
+    check_int(x, "x", minimum=0, maximum=N_ELEMENTS - 1)
+    check_int(y, "y", minimum=0, maximum=N_ELEMENTS - 1)
+    if x == y:
+        raise ValueError(f"x and y must be two different elements, got {x} twice")
     a, b = min(x, y), max(x, y)
     return 1 + SWAP_PAIRS.index((a, b))
 
@@ -147,11 +152,13 @@ def is_identity(swaps) -> bool:
 
 def logit_scale(n: int) -> float:
     """``scale = 20 (1 + ln(n + 1))``: the logit margin ``m = scale / 20 = 1 + ln(n + 1)`` grows with log n."""
+    check_int(n, "n", minimum=0)
     return 20.0 * (1.0 + math.log(n + 1))
 
 
 def nonidentity_margin(n: int) -> float:
     """``mu_n`` of eq. (2): for a non-identity prefix of length ``i <= n``, ``a_i - r_i <= -mu_n``."""
+    check_int(n, "n", minimum=0)
     if n < 1:
         return 1.0
     c = math.exp(-logit_scale(n) / 20.0)
@@ -174,9 +181,9 @@ class SwapWordProblemModel(nn.Module):
         super().__init__()
         if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (0 < beta <= 2):
             raise ValueError(f"beta must be a number in (0, 2], got {beta!r}")
-        if dtype not in (torch.float32, torch.float64):
-            raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+        check_dtype(dtype, "dtype", (torch.float32, torch.float64))
         check_choice(impl, "impl", ("explicit", "parallel", "blockwise"))
+        check_block_size(block_size)
         self.impl, self.block_size, self.dtype = impl, block_size, dtype
         V, D = len(VOCAB), HEAD_DIM
         f64 = torch.float64                                      # built exactly, then cast
@@ -295,6 +302,9 @@ def rope_recipe_weight(swaps_batch: Sequence, *, scale: float = 1.0, base: float
     """
     if isinstance(swaps_batch, (str, bytes)) or not isinstance(swaps_batch, (list, tuple)) or not swaps_batch:
         raise TypeError("swaps_batch must be a non-empty list of swap lists")
+    check_number(scale, "scale", positive=True)
+    check_number(base, "base", positive=True)
+    check_dtype(dtype, "dtype", (torch.float32, torch.float64))
     toks = [encode_swaps(s) for s in swaps_batch]
     if len({t.numel() for t in toks}) != 1:
         raise ValueError("swaps_batch: all swap lists must have the same length")

@@ -71,6 +71,7 @@ import torch.nn.functional as F
 from ..nn.layers import PaTHAttention, RoPEAttention
 from ..nn.model import TinyLM
 from ..training.loop import IGNORE_INDEX, TrainConfig, train
+from ..validation import check_seed
 
 __all__ = ["INITS", "NEW_PARAMETERS", "convert_rope_to_path", "remove_rope", "new_parameter_names",
            "attention_mse", "logit_kl", "distill_attention", "distill_logits", "convert_and_distill"]
@@ -190,8 +191,7 @@ def convert_rope_to_path(teacher: TinyLM, *, attention: str = "path", init: str 
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
     beta_init = _unit_interval(beta_init, "beta_init", 0.0, 2.0)
     forget_init = _unit_interval(forget_init, "forget_init", 0.0, 1.0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    check_seed(seed)
     clash = sorted(set(path_kwargs) & set(_INHERITED))
     if clash:
         raise ValueError(f"{', '.join(clash)} come from the teacher (or from attention=); do not pass them")
@@ -274,11 +274,13 @@ def _masked_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, targe
     return (kl * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def _check_tokens_arg(x, name: str) -> None:
+def _check_tokens_arg(x, name: str, vocab_size: Optional[int] = None) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids [B, T], got {type(x).__name__}")
     if x.dim() != 2 or x.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"{name} must be token ids [B, T] (int64), got shape {tuple(x.shape)} and dtype {x.dtype}")
+    if vocab_size is not None and x.numel() and (int(x.min()) < 0 or int(x.max()) >= vocab_size):
+        raise ValueError(f"{name} must hold token ids in [0, {vocab_size}) (the models' vocabulary)")
 
 
 @torch.no_grad()
@@ -286,7 +288,7 @@ def attention_mse(student: TinyLM, teacher: TinyLM, inputs: torch.Tensor) -> flo
     """Stage 1's loss on one batch ``inputs [B, T]``: mean over layers of the mean-squared error between
     the student's attention output on the teacher's layer input and the teacher's attention output."""
     _check_pair(student, teacher, ("d_model", "n_layers", "vocab_size"))
-    _check_tokens_arg(inputs, "inputs")
+    _check_tokens_arg(inputs, "inputs", teacher.embed.num_embeddings)
     was = student.training, teacher.training
     student.eval(), teacher.eval()
     try:
@@ -301,9 +303,11 @@ def logit_kl(student: TinyLM, teacher: TinyLM, inputs: torch.Tensor, targets: Op
     """Stage 2's loss on one batch: mean ``KL(teacher || student)`` of the next-token distributions over
     the positions of ``inputs [B, T]`` whose ``targets`` (optional ``[B, T]``, a mask) are not -100."""
     _check_pair(student, teacher, ("vocab_size",))
-    _check_tokens_arg(inputs, "inputs")
+    _check_tokens_arg(inputs, "inputs", teacher.embed.num_embeddings)
     if targets is None:
         targets = torch.zeros_like(inputs)
+    elif isinstance(targets, torch.Tensor) and targets.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"targets must be an integer mask (-100: not scored), got {targets.dtype}")
     elif not isinstance(targets, torch.Tensor) or targets.shape != inputs.shape:
         raise ValueError(f"targets must be None or a tensor of the shape of inputs {tuple(inputs.shape)}, got "
                          f"{tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__}")

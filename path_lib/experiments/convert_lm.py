@@ -60,6 +60,8 @@ from ..nn.layers import PaTHAttention
 from ..nn.model import TinyLM
 from .lm import evaluate_lengths
 from ..training.tasks import flip_flop
+from ..validation import (as_device, check_bool, check_choice, check_generator, check_instance, check_int,
+                          check_ints, check_mapping, check_number, check_probability, check_seed)
 from ..training.loop import (IGNORE_INDEX, TrainConfig, check_equal_training, comparison_table, evaluate,
                     paired_differences, run_record, train)
 
@@ -166,6 +168,32 @@ class ConvConfig:
     scratch_fox: bool = False        # also train PaTH-FoX from scratch
     init_ablation: bool = False      # also convert with the other initialisations of ABLATION
 
+    def __post_init__(self):
+        """Check every field (a TypeError / ValueError naming it); the multiples become tuples of ints."""
+        from .convert import INITS
+        for name in ("d_model", "n_layers", "n_heads", "train_len", "batch", "teacher_steps", "stage1_steps",
+                     "stage2_steps", "eval_tokens", "eval_chunk_tokens", "id_batches", "probe_steps", "probe_batch",
+                     "probe_eval_seqs", "corpus_bytes", "path_block_size_train", "path_block_size_eval"):
+            check_int(getattr(self, name), name, minimum=1)
+        for name in ("teacher_warmup", "stage1_warmup", "stage2_warmup", "probe_warmup"):
+            check_int(getattr(self, name), name, minimum=0)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
+        for name in ("teacher_lr", "stage1_lr", "stage2_lr", "probe_lr"):
+            check_number(getattr(self, name), name, positive=True)
+        check_probability(self.ff_mix, "ff_mix")
+        check_probability(self.min_lr_ratio, "min_lr_ratio")
+        check_number(self.weight_decay, "weight_decay", minimum=0.0)
+        check_number(self.clip, "clip", minimum=0.0)
+        check_choice(self.init, "init", tuple(INITS))
+        check_number(self.beta_init, "beta_init", minimum=0.0, maximum=2.0, open_min=True, open_max=True)
+        check_number(self.forget_init, "forget_init", minimum=0.0, maximum=1.0, open_min=True, open_max=True)
+        check_probability(self.probe_p_ignore, "probe_p_ignore", open_max=True)
+        self.eval_mults = tuple(check_ints(self.eval_mults, "eval_mults", minimum=1))
+        self.probe_mults = tuple(check_ints(self.probe_mults, "probe_mults", minimum=1))
+        check_bool(self.scratch_fox, "scratch_fox")
+        check_bool(self.init_ablation, "init_ablation")
+
     def arms(self) -> List[str]:
         return (ARMS + (["PaTH-FoX scratch"] if self.scratch_fox else [])
                 + (list(ABLATION) if self.init_ablation else []))
@@ -197,6 +225,8 @@ def flip_flop_bytes(n: int, length: int, p_ignore: float, generator: torch.Gener
     """``n`` flip-flop strings of ``length`` bytes (:func:`path_lib.training.tasks.flip_flop` written with the bytes
     ``w r i 0 1``): ``(inputs [n, length], targets [n, length])`` int64; targets are the read bit at each
     ``r`` and -100 elsewhere (next-byte aligned: ``targets[t] = inputs[t + 1]`` where ``inputs[t]`` is ``r``)."""
+    check_int(n, "n", minimum=1)
+    check_generator(generator)
     x, y, _ = flip_flop(n, length=length, p_ignore=p_ignore, generator=generator)
     yb = torch.where(y == IGNORE_INDEX, torch.full_like(y, IGNORE_INDEX), FF_BYTES[y.clamp(min=0)])
     return FF_BYTES[x], yb
@@ -205,6 +235,7 @@ def flip_flop_bytes(n: int, length: int, p_ignore: float, generator: torch.Gener
 def conversion_batch(data: torch.Tensor, cfg: ConvConfig, generator: torch.Generator):
     """One batch: ``cfg.batch`` windows of ``cfg.train_len`` bytes of ``data`` (a corpus split), the first
     ``round(ff_mix * batch)`` replaced by flip-flop strings. ``(inputs, targets)`` ``[batch, train_len]``."""
+    check_instance(cfg, "cfg", ConvConfig)
     x, y = sample_windows(data, cfg.batch, cfg.train_len, generator=generator)
     n = int(round(cfg.ff_mix * cfg.batch))
     if n:
@@ -215,8 +246,9 @@ def conversion_batch(data: torch.Tensor, cfg: ConvConfig, generator: torch.Gener
 
 def phase_config(cfg: ConvConfig, phase: str, seed: int) -> TrainConfig:
     """The optimiser schedule of one phase (``"teacher"``, ``"stage1"``, ``"stage2"``), the same for every arm."""
-    if phase not in PHASES:
-        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    check_instance(cfg, "cfg", ConvConfig)
+    check_choice(phase, "phase", PHASES)
+    check_seed(seed)
     steps = getattr(cfg, f"{phase}_steps")
     return TrainConfig(steps=steps, lr=getattr(cfg, f"{phase}_lr"), warmup=min(getattr(cfg, f"{phase}_warmup"), steps),
                        min_lr_ratio=cfg.min_lr_ratio, weight_decay=cfg.weight_decay, grad_clip=cfg.clip, seed=seed)
@@ -224,11 +256,19 @@ def phase_config(cfg: ConvConfig, phase: str, seed: int) -> TrainConfig:
 
 def phase_data_seed(phase: str, seed: int) -> int:
     """The data generator's seed of a phase: the same for every arm of a seed, different per phase."""
+    check_choice(phase, "phase", PHASES)
+    check_seed(seed, "seed", optional=False)
+    check_seed(seed + 1000 * len(PHASES), "seed + the phases' offsets")
     return 1000 * PHASES.index(phase) + seed + 1
 
 
 def schedule_key(cfg: ConvConfig, phases: Sequence[str] = PHASES) -> Dict:
     """The schedule of ``phases`` (for a run record): batch size, total steps, each phase's settings."""
+    check_instance(cfg, "cfg", ConvConfig)
+    if isinstance(phases, str) or not isinstance(phases, (list, tuple)) or not phases:
+        raise TypeError(f"phases must be a non-empty list of phases {PHASES}, got {phases!r}")
+    for ph in phases:
+        check_choice(ph, "phases' entries", PHASES)
     out = {"batch_size": cfg.batch, "steps": sum(getattr(cfg, f"{p}_steps") for p in phases), "phases": []}
     for ph in phases:
         c = asdict(phase_config(cfg, ph, 0))
@@ -267,6 +307,8 @@ def path_statistics(model: TinyLM, batches) -> Dict[str, float]:
     """Mean ``beta`` (``beta_mean``) and, for PaTH-FoX, mean forget value ``exp(g)`` (``forget_mean``) over
     every PaTH layer, head and position of ``batches`` (``(inputs, targets)`` pairs); empty for a model
     without PaTH layers. Each layer's input is captured by a forward hook."""
+    check_instance(model, "model", TinyLM)
+    _check_batches(batches)
     layers = [b.attn for b in model.blocks if isinstance(b.attn, PaTHAttention)]
     if not layers:
         return {}
@@ -294,10 +336,28 @@ def path_statistics(model: TinyLM, batches) -> Dict[str, float]:
 
 
 @torch.no_grad()
+def _check_arm(model, corpus, cfg, teacher, device) -> torch.device:
+    check_instance(model, "model", TinyLM)
+    check_instance(corpus, "corpus", Corpus)
+    check_instance(cfg, "cfg", ConvConfig)
+    check_instance(teacher, "teacher", TinyLM, optional=True)
+    return as_device(device)
+
+
+def _check_batches(batches) -> None:
+    """A non-empty list of ``(inputs, targets)`` tensor pairs, or a TypeError / ValueError naming ``batches``."""
+    if not isinstance(batches, (list, tuple)) or not batches:
+        raise TypeError(f"batches must be a non-empty list of (inputs, targets) pairs, got {type(batches).__name__}")
+    for b in batches:
+        if not (isinstance(b, (list, tuple)) and len(b) == 2 and all(isinstance(t, torch.Tensor) for t in b)):
+            raise ValueError(f"batches must hold (inputs, targets) pairs of tensors, got a {type(b).__name__}")
+
+
 def light_metrics(model: TinyLM, corpus: Corpus, cfg: ConvConfig, *, teacher: Optional[TinyLM] = None,
                   device="cpu") -> Dict[str, float]:
     """``loss_id`` (validation windows of the training length), :func:`path_statistics` and, with a
     ``teacher``, ``kl_teacher`` and ``attn_mse`` on the same windows: what every stage is measured by."""
+    device = _check_arm(model, corpus, cfg, teacher, device)
     vb = [(x.to(device), y.to(device)) for x, y in _id_batches(corpus, cfg)]
     out = {"loss_id": evaluate(model, vb, device=device)["loss"], **path_statistics(model, vb)}
     if teacher is not None:
@@ -311,6 +371,10 @@ def flip_flop_probe(model: TinyLM, cfg: ConvConfig, seed: int, *, device="cpu") 
     of ``probe_batch``, data seeded by ``seed``: the same batches for every model) and return its read error
     ``ff_error_id`` (``probe_p_ignore``), ``ff_error_sparse`` (0.98) and ``ff_error_<m>x`` (strings of ``m`` x
     the training length, ``m`` in ``probe_mults`` other than 1). ``model`` itself is not changed."""
+    check_instance(model, "model", TinyLM)
+    check_instance(cfg, "cfg", ConvConfig)
+    check_seed(seed)
+    device = as_device(device)
     probe = copy.deepcopy(model)
     tc = TrainConfig(steps=cfg.probe_steps, lr=cfg.probe_lr, warmup=min(cfg.probe_warmup, cfg.probe_steps),
                      min_lr_ratio=cfg.min_lr_ratio, weight_decay=cfg.weight_decay, grad_clip=cfg.clip, seed=seed)
@@ -334,6 +398,8 @@ def evaluate_arm(model: TinyLM, corpus: Corpus, cfg: ConvConfig, seed: int, *, t
     """Every metric of a final model: :func:`light_metrics`, ``ppl_<m>x`` and ``ratio_<m>x``
     (:func:`path_lib.experiments.lm.evaluate_lengths` at ``eval_mults`` x the training length) and
     :func:`flip_flop_probe`."""
+    _check_arm(model, corpus, cfg, teacher, device)
+    check_seed(seed)
     out = light_metrics(model, corpus, cfg, teacher=teacher, device=device)
     _set_block_size(model, cfg.path_block_size_eval)
     ev = evaluate_lengths(model, corpus.val, [m * cfg.train_len for m in cfg.eval_mults], train_len=cfg.train_len,
@@ -377,8 +443,13 @@ def run_arm(arm: str, cfg: ConvConfig, corpus: Corpus, seed: int, *, device="cpu
     teacher, ``"teacher"`` (tensors: drop it before saving JSON). An arm stopped before its last phase
     ends has ``complete: False`` and no metrics.
     """
-    if arm not in cfg.arms():
-        raise ValueError(f"arm must be one of {cfg.arms()}, got {arm!r}")
+    check_instance(cfg, "cfg", ConvConfig)
+    check_choice(arm, "arm", tuple(cfg.arms()))
+    check_instance(corpus, "corpus", Corpus)
+    check_seed(seed)
+    check_seed(seed + 1000 * len(PHASES) + 5001, "seed + the phases' offsets")
+    device = as_device(device)
+    check_choice(backend, "backend", ("blockwise", "triton", "auto", "reference"))
     sd = Path(state_dir) if state_dir is not None else None
     if sd is not None:
         sd.mkdir(parents=True, exist_ok=True)
@@ -529,7 +600,15 @@ def run_conversion(cfg: ConvConfig, seeds: Sequence[int] = (0, 1, 2), *, device=
     "equal_training": {"ok", "reason"}, "complete", "claims"}`` (``claims``: :func:`conversion_claims`,
     empty unless complete and equal)."""
     from .lm import path_backend
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    check_instance(cfg, "cfg", ConvConfig)
+    seeds = check_ints(seeds, "seeds", minimum=0)
+    device = as_device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    check_instance(corpus, "corpus", Corpus, optional=True)
+    check_choice(backend, "backend", ("blockwise", "triton", "auto", "reference"), optional=True)
+    check_int(workers, "workers", minimum=1)
+    check_bool(verbose, "verbose")
+    if on_seed_done is not None and not callable(on_seed_done):
+        raise TypeError(f"on_seed_done must be callable or None, got {type(on_seed_done).__name__}")
     backend = backend or path_backend(device)
     if workers == 1:
         corpus = corpus or load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
@@ -559,6 +638,9 @@ def run_conversion(cfg: ConvConfig, seeds: Sequence[int] = (0, 1, 2), *, device=
 
 def conversion_records(res: Dict) -> List[Dict]:
     """The per-run records of a result (finished runs only)."""
+    check_mapping(res, "res", keys=("runs",))
+    if not isinstance(res["runs"], list) or not all(isinstance(r, dict) for r in res["runs"]):
+        raise TypeError("res['runs'] must be a list of run dicts")
     return [r["record"] for r in res["runs"] if r.get("complete")]
 
 
@@ -586,9 +668,13 @@ def conversion_claims(records: Sequence[Dict]) -> Dict[str, bool]:
     paired seed by seed among equal-training runs (:func:`path_lib.training.loop.paired_differences`, which raises
     :class:`path_lib.training.loop.UnequalTrainingError` for unequal runs); "in every seed" means every seed.
     Statements about arms that are not in the records are left out."""
+    if not isinstance(records, (list, tuple)):
+        raise TypeError(f"records must be a list of run records, got {type(records).__name__}")
     recs = list(records)
     if not recs:
         raise ValueError("records must not be empty")
+    for i, r in enumerate(recs):
+        check_mapping(r, f"records[{i}]", keys=("model", "seed", "metrics"))
     arms = {r["model"] for r in recs}
     mults = sorted(int(k[6:-1]) for k in recs[0]["metrics"] if k.startswith("ratio_") and k.endswith("x"))
     top = f"ratio_{mults[-1]}x"
@@ -638,6 +724,9 @@ def conversion_claims(records: Sequence[Dict]) -> Dict[str, bool]:
 def stage_table(res: Dict, keys: Sequence[str] = ("loss_id", "kl_teacher", "attn_mse")) -> str:
     """A Markdown table, seed means: the teacher, the teacher without RoPE, and each converted student
     at every stage (both initialisations at conversion)."""
+    if isinstance(keys, str) or not isinstance(keys, (list, tuple)) or not keys \
+            or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"keys must be a non-empty list of metric names, got {keys!r}")
     recs = conversion_records(res)
 
     def mean(arm, key):

@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, TypedDict
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from ..theory import decoherence as theory
@@ -39,6 +40,8 @@ from ..nn.layers import ALiBiAttention, FoXAttention, NoPEAttention, PaTHAttenti
 from ..nn.model import TinyLM
 from ..nn.rotations import RandomRotationAttention, TokenRotationAttention, rotate_pairs
 from ..reference.sba import stick_breaking_weights
+from ..validation import (as_device, check_finite, check_format, check_instance, check_int, check_ints,
+                          check_mapping, check_seed, check_tensor, check_tokens)
 
 __all__ = ["last_query_row", "attention_inputs", "far_mass", "far_mass_by_length", "far_mass_table",
            "far_mass_over_seeds"]
@@ -72,6 +75,11 @@ def _rep(x: torch.Tensor, n: int) -> torch.Tensor:
     return x if n == 1 else x.repeat_interleave(n, dim=2)
 
 
+def _check_layer(layer) -> None:
+    if not isinstance(layer, nn.Module) or not hasattr(layer, "qkv") or not hasattr(layer, "d_model"):
+        raise TypeError(f"layer must be an attention layer of path_lib.nn, got {type(layer).__name__}")
+
+
 @torch.no_grad()
 def last_query_row(layer, x: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> QueryRow:
     """The attention row of the last query of each sequence, recomputed from the layer's input.
@@ -84,6 +92,15 @@ def last_query_row(layer, x: torch.Tensor, token_ids: Optional[torch.Tensor] = N
         ``{"weights": [B, Hq, T], "logits": [B, Hq, T] or None (SBA), "softmax": bool}``; for softmax kinds
         ``weights = softmax(logits)``.
     """
+    _check_layer(layer)
+    check_tensor(x, "x", ndim=3, finite=False)
+    if x.shape[1] == 0 or x.shape[2] != layer.d_model:
+        raise ValueError(f"x must be [B, T, d_model] with T >= 1 and d_model = {layer.d_model}, got {tuple(x.shape)}")
+    check_finite(x, "x")
+    if token_ids is not None:
+        check_tokens(token_ids, 2 ** 63 - 1, name="token_ids")
+        if token_ids.shape != x.shape[:2]:
+            raise ValueError(f"token_ids must be [B, T] = {tuple(x.shape[:2])} like x, got {tuple(token_ids.shape)}")
     q, k, v = layer.qkv(x)
     dt = _dt(x)
     q, k = q.to(dt), k.to(dt)
@@ -132,6 +149,7 @@ def attention_inputs(model: TinyLM, tokens: torch.Tensor) -> List[Dict]:
     """Run ``model`` on ``tokens [B, T]`` and capture each attention layer's input (and token ids)."""
     if not isinstance(model, TinyLM):
         raise TypeError(f"model must be a TinyLM, got {type(model).__name__}")
+    check_tokens(tokens, model.vocab_size, name="tokens", min_len=1)
     caught: List[Dict] = []
     hooks = []
     for block in model._each_block():
@@ -161,8 +179,9 @@ def far_mass(model: TinyLM, tokens: torch.Tensor, distance: int) -> FarMass:
         dict: ``far_mass``, ``bound`` (NaN for SBA) and ``lam``, each ``[n_layers, Hq, B]``; ``n_near``,
         ``n_far``; ``softmax``, ``[n_layers]`` bool.
     """
-    if distance < 0:
-        raise ValueError(f"distance must be >= 0, got {distance}")
+    check_instance(model, "model", TinyLM)
+    check_tokens(tokens, model.vocab_size, name="tokens", min_len=1)
+    check_int(distance, "distance", minimum=0)
     T = tokens.shape[1]
     dist = torch.arange(T - 1, -1, -1, device=tokens.device)       # distance of key j from the last query
     far = dist > distance
@@ -223,12 +242,18 @@ def far_mass_by_length(model: TinyLM, data: torch.Tensor, lengths: Sequence[int]
         measured far mass is below their own bound; 0 unless something is wrong), and ``"mean_far_mass"``
         ``[n_lengths]`` (mean over layers and heads).
     """
-    lengths = [int(L) for L in lengths]
-    if data.dim() != 1 or data.numel() <= max(lengths):
+    check_instance(model, "model", TinyLM)
+    lengths = check_ints(lengths, "lengths", minimum=2)
+    check_int(distance, "distance", minimum=0)
+    check_int(n_windows, "n_windows", minimum=1)
+    check_seed(seed)
+    check_int(chunk_tokens, "chunk_tokens", minimum=1)
+    check_tensor(data, "data", ndim=1, dtypes=(torch.uint8, torch.int64, torch.int32), finite=False)
+    if data.numel() <= max(lengths):
         raise ValueError(f"data must be 1-D with more than max(lengths) = {max(lengths)} bytes")
     if min(lengths) <= distance + 1:
-        raise ValueError(f"every length must exceed distance + 1 = {distance + 1}, got {min(lengths)}")
-    device = device if device is not None else next(model.parameters()).device
+        raise ValueError(f"every length must exceed distance + 1 = {distance + 1}, got lengths {lengths}")
+    device = as_device(device) if device is not None else next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     ends = torch.randint(max(lengths), data.numel() + 1, (n_windows,), generator=g)
     fm, se, bd, lm, viol = [], [], [], [], 0
@@ -253,6 +278,12 @@ def far_mass_by_length(model: TinyLM, data: torch.Tensor, lengths: Sequence[int]
 def far_mass_table(results: Dict[str, Dict], *, fmt: str = "{:.3f}") -> str:
     """A Markdown table: one row per model (``{name: far_mass_by_length result}``), the far mass
     (mean over layers and heads) at each length, and the largest bound over layers and heads."""
+    check_mapping(results, "results")
+    if not results:
+        raise ValueError("results must hold at least one model's far_mass_by_length result")
+    for name, r in results.items():
+        check_mapping(r, f"results[{name!r}]", keys=("lengths", "bound", "mean_far_mass"))
+    check_format(fmt)
     first = next(iter(results.values()))
     Ls = first["lengths"]
     head = "| model | " + " | ".join(f"L={L}" for L in Ls) + " | bound (max over heads) at the longest L |"
@@ -269,6 +300,14 @@ def far_mass_over_seeds(runs: Sequence[Dict]) -> Dict[str, Dict]:
     seeds: ``{model: {"lengths", "mean", "min", "max" (over seeds of the layer-and-head mean), "bound"
     (mean over seeds, layers and heads of the row bound; NaN for SBA), "bound_max" (largest over
     layers, heads and seeds), "violations"}}``."""
+    if not isinstance(runs, (list, tuple)):
+        raise TypeError(f"runs must be a list of run dicts, got {type(runs).__name__}")
+    for i, r in enumerate(runs):
+        check_mapping(r, f"runs[{i}]")
+        if r.get("far_mass"):
+            check_mapping(r["far_mass"], f"runs[{i}]['far_mass']", keys=(
+                "lengths", "mean_far_mass", "bound", "bound_violations"))
+            check_instance(r.get("model"), f"runs[{i}]['model']", str, "a model name (str)")
     out: Dict[str, Dict] = {}
     for r in runs:
         fm = r.get("far_mass")

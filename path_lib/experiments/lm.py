@@ -42,6 +42,8 @@ from ..nn.model import TinyLM
 from ..hardware import complete_presets
 from ..impl import resolve_backend
 from ..training.loop import TrainConfig, run_record, train
+from ..validation import (as_device, check_bool, check_callable, check_choice, check_generator, check_instance, check_int, check_ints,
+                          check_mapping, check_number, check_seed, check_str, check_tensor)
 
 __all__ = ["MODELS", "COMPARISON_MODELS", "LEGACY_MODEL_NAMES", "LMConfig", "PRESETS", "PAPER_B_RATIOS",
            "PAPER_A_CURVES", "build_model", "token_sigma_min", "path_backend", "pick_backend", "time_step",
@@ -121,6 +123,29 @@ class LMConfig:
     eval_sets: int = 1               # independent draws of the scored spans (eval_tokens split among them)
     corpus: str = "stdlib"           # path_lib.training.corpus.load_corpus: "stdlib" (code) or "brown" (prose)
 
+    def __post_init__(self):
+        """Check every field (a TypeError / ValueError naming it); the multiples become tuples of ints."""
+        for name in ("d_model", "n_layers", "n_heads", "train_len", "batch", "steps", "eval_tokens",
+                     "eval_chunk_tokens", "probe_examples", "corpus_bytes", "path_block_size_train",
+                     "path_block_size_eval"):
+            check_int(getattr(self, name), name, minimum=1)
+        for name in ("warmup", "far_mass_windows"):
+            check_int(getattr(self, name), name, minimum=0)
+        check_int(self.far_mass_distance, "far_mass_distance", minimum=0, optional=True)
+        check_seed(self.seed)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
+        check_number(self.lr, "lr", positive=True)
+        check_number(self.weight_decay, "weight_decay", minimum=0.0)
+        check_number(self.clip, "clip", minimum=0.0)
+        check_number(self.probe_mix, "probe_mix", minimum=0.0, maximum=1.0)
+        check_number(self.train_seconds, "train_seconds", positive=True, optional=True)
+        self.eval_mults = tuple(check_ints(self.eval_mults, "eval_mults", minimum=1))
+        self.probe_mults = tuple(check_ints(self.probe_mults, "probe_mults", minimum=1))
+        for model, cap in check_mapping(self.eval_max_len, "eval_max_len").items():
+            check_str(model, "eval_max_len's keys")
+            check_int(cap, f"eval_max_len[{model!r}]", minimum=1)
+
 
 # Every preset of path_lib.hardware.PRESET_TABLE not given here (small: a T4-class GPU) lies between tiny and
 # full (path_lib.hardware.complete_presets), as the chapters pick it.
@@ -167,6 +192,9 @@ def path_backend(device, head_dim: int = 64, dtype: torch.dtype = torch.bfloat16
     """The PaTH backend the experiments run on ``device``: :func:`path_lib.impl.resolve_backend`'s choice
     for ``"auto"`` (the Triton kernels on CUDA once their code passed the GPU sweep, else the blockwise
     mirror), for heads of ``head_dim`` in ``dtype``."""
+    device = as_device(device)
+    check_int(head_dim, "head_dim", minimum=1)
+    check_instance(dtype, "dtype", torch.dtype, "a torch.dtype")
     return resolve_backend("auto", device=device, dtype=dtype, head_dim=head_dim)
 
 
@@ -174,10 +202,14 @@ def build_model(name: str, cfg: LMConfig, *, device="cpu", path_backend_name: st
                 seed: Optional[int] = None) -> TinyLM:
     """A byte-level ``TinyLM`` (vocab 256) with the attention of ``MODELS[name]``, seeded (a legacy name of
     :data:`LEGACY_MODEL_NAMES` builds today's model of that name)."""
-    name = LEGACY_MODEL_NAMES.get(name, name)
+    from ..nn.layers import BACKENDS
+    name = LEGACY_MODEL_NAMES.get(check_str(name, "name"), name)
     if name not in MODELS:
-        raise ValueError(f"model must be one of {sorted(MODELS)}, got {name!r}")
-    torch.manual_seed(cfg.seed if seed is None else seed)
+        raise ValueError(f"name must be a model of {sorted(MODELS)}, got {name!r}")
+    check_instance(cfg, "cfg", LMConfig)
+    device = as_device(device)
+    check_choice(path_backend_name, "path_backend_name", BACKENDS)
+    torch.manual_seed(cfg.seed if check_seed(seed, optional=True) is None else seed)
     kw = dict(MODELS[name])
     if kw["attention"] in ("path", "path_fox"):
         kw["backend"] = path_backend_name
@@ -191,6 +223,7 @@ def token_sigma_min(train_len: int) -> float:
     """The slowest block's angle scale for the token-angle rotations: its mixing window
     ``2 / sigma^2`` (:func:`path_lib.nn.rotations.mixing_windows`) is half the training length, so every
     block has mixed within the contexts seen in training (the fastest, ``sigma = 1``, in 2 tokens)."""
+    check_int(train_len, "train_len", minimum=1)
     return min(1.0, math.sqrt(2.0 / max(1.0, train_len / 2)))
 
 
@@ -221,6 +254,9 @@ def make_passkey(length: int, filler: torch.Tensor, generator: torch.Generator):
         ``(tokens [length] int64, depth)``: the answer's 5 digits are the last 5 bytes; ``depth`` is the
         needle's start as a fraction of the length (0 = the beginning).
     """
+    check_int(length, "length", minimum=64)
+    check_tensor(filler, "filler", ndim=1, dtypes=(torch.uint8, torch.int64, torch.int32), finite=False)
+    check_generator(generator)
     key = int(torch.randint(10000, 100000, (1,), generator=generator))
     needle, query = encode(f"{PASSKEY_CUE}{key}\n"), encode(f"{PASSKEY_CUE}{key}")
     n_hay = length - needle.numel() - query.numel()
@@ -238,6 +274,7 @@ def make_passkey(length: int, filler: torch.Tensor, generator: torch.Generator):
 
 def passkey_batch(n: int, length: int, filler: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """``n`` passkey examples of ``length`` bytes stacked: ``[n, length]`` int64."""
+    check_int(n, "n", minimum=1)
     return torch.stack([make_passkey(length, filler, generator)[0] for _ in range(n)])
 
 
@@ -250,6 +287,14 @@ def probe_retrieval(model: TinyLM, lengths: Sequence[int], n_examples: int, fill
     examples at each length are seeded (the same for every model); ``filler`` should be held-out bytes.
     Returns ``{"lengths": [...], "exact": [...], "digit_acc": [...], "n": n_examples}``.
     """
+    check_instance(model, "model", TinyLM)
+    lengths = check_ints(lengths, "lengths", minimum=64)
+    check_int(n_examples, "n_examples", minimum=1)
+    check_tensor(filler, "filler", ndim=1, dtypes=(torch.uint8, torch.int64, torch.int32), finite=False)
+    check_seed(seed)
+    check_seed(seed + max(lengths), "seed + the longest length")
+    device = as_device(device)
+    check_int(chunk_tokens, "chunk_tokens", minimum=1)
     model.eval()
     done: List[int] = []
     exact: List[float] = []
@@ -305,7 +350,12 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
     "final_lr", "loss_curve": [[step, loss], ...], "final_loss", "config", ...}`` (``final_loss``: mean of
     the last 10% of steps' training losses, nats per byte).
     """
+    check_instance(model, "model", TinyLM)
+    check_instance(corpus, "corpus", Corpus)
+    check_instance(cfg, "cfg", LMConfig)
+    check_int(steps, "steps", minimum=1, optional=True)
     steps = cfg.steps if steps is None else steps
+    device = as_device(device)
     tc = TrainConfig(steps=steps, lr=cfg.lr, warmup=min(cfg.warmup, steps), min_lr_ratio=0.1,
                      weight_decay=cfg.weight_decay, betas=(0.9, 0.95), grad_clip=cfg.clip, seed=cfg.seed)
     r = train(model, lambda step, g: _batch(corpus, cfg, g, device), tc, device=device, progress=False,
@@ -322,6 +372,8 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
 def time_step(name: str, cfg: LMConfig, corpus: Corpus, *, device="cpu", path_backend_name="blockwise",
               n: int = 6) -> float:
     """Seconds per training step of a fresh model ``name`` (median of ``n`` after 2 warm-up steps)."""
+    check_instance(corpus, "corpus", Corpus)
+    check_int(n, "n", minimum=1)
     model = build_model(name, cfg, device=device, path_backend_name=path_backend_name)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(0)
@@ -362,7 +414,15 @@ def evaluate_lengths(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], 
     Returns:
         ``{"lengths", "loss", "ppl", "windows", "scored_bytes"}`` (loss in nats per byte).
     """
-    if data.dim() != 1 or data.numel() <= max(lengths):
+    check_instance(model, "model", TinyLM)
+    lengths = check_ints(lengths, "lengths", minimum=1)
+    check_int(train_len, "train_len", minimum=1)
+    check_int(tokens_per_length, "tokens_per_length", minimum=1)
+    check_int(chunk_tokens, "chunk_tokens", minimum=1)
+    check_seed(seed)
+    device = as_device(device)
+    check_tensor(data, "data", ndim=1, dtypes=(torch.uint8, torch.int64, torch.int32), finite=False)
+    if data.numel() <= max(lengths):
         raise ValueError(f"data must be 1-D with more than max(lengths) = {max(lengths)} bytes, "
                          f"got shape {tuple(data.shape)}")
     model.eval()
@@ -414,6 +474,12 @@ def evaluate_sets(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], *, 
 def lm_metrics(ev: dict, probe: dict, train_len: int, final_loss: float) -> Dict[str, float]:
     """The per-run numbers a comparison is built from: ``ppl_train``, ``ratio_<m>x``, ``ppl_<m>x``,
     ``passkey_<m>x`` (exact match) and ``final_loss``."""
+    check_mapping(ev, "ev", keys=("lengths", "ppl", "ratio"))
+    if not ev["lengths"] or not len(ev["lengths"]) == len(ev["ppl"]) == len(ev["ratio"]):
+        raise ValueError("ev must hold one ppl and one ratio per length, at least one length")
+    check_mapping(probe, "probe", keys=("lengths", "exact"))
+    check_int(train_len, "train_len", minimum=1)
+    check_number(final_loss, "final_loss", finite=False)
     out = {"ppl_train": ev["ppl"][0], "final_loss": final_loss}
     for L, r, pp in zip(ev["lengths"], ev["ratio"], ev["ppl"]):
         out[f"ratio_{L // train_len}x"], out[f"ppl_{L // train_len}x"] = r, pp
@@ -437,6 +503,11 @@ def run_model(name: str, cfg: LMConfig, corpus: Corpus, *, steps: int, device="c
     Returns ``{"model", "params", "seed", "complete", "train", "eval" (with "ratio": ppl(L) / ppl(train_len)),
     "probe", "far_mass", "eval_seconds", "record"}`` (``record``: :func:`path_lib.training.loop.run_record`).
     """
+    check_instance(cfg, "cfg", LMConfig)
+    check_instance(corpus, "corpus", Corpus)
+    check_int(steps, "steps", minimum=1)
+    check_callable(eval_guard, "eval_guard", optional=True)
+    check_seed(seed, optional=True)
     seed = cfg.seed if seed is None else seed
     model = build_model(name, cfg, device=device, path_backend_name=path_backend_name, seed=seed)
     run_cfg = dataclasses.replace(cfg, seed=seed)
@@ -482,6 +553,8 @@ def _evaluate_model(name, model, cfg, corpus, tr, cap, device, seed, data_key) -
 
 def pick_backend(cfg: LMConfig, device, verbose: bool = False) -> str:
     """The PaTH backend for these runs: the Triton kernels if they run forward and backward here."""
+    check_instance(cfg, "cfg", LMConfig)
+    check_bool(verbose, "verbose")
     backend = path_backend(device, head_dim=cfg.d_model // cfg.n_heads)
     if backend == "triton":
         try:
@@ -522,9 +595,21 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
     Returns ``{"config", "corpus", "device", "path_backend", "steps", "seeds", "step_seconds", "workers",
     "models": {name: run of the first seed}, "runs": [every run], "records": [every run's record]}``.
     """
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    check_instance(cfg, "cfg", LMConfig)
+    device = as_device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if models is not None:
+        if isinstance(models, str) or not isinstance(models, (list, tuple)) or not models:
+            raise TypeError(f"models must be None or a non-empty list of model names, got {models!r}")
+        unknown = [m for m in models if LEGACY_MODEL_NAMES.get(m, m) not in MODELS]
+        if unknown:
+            raise ValueError(f"models {unknown} are not among {sorted(MODELS)}")
     models = list(COMPARISON_MODELS) if models is None else list(models)
-    seeds = [cfg.seed] if seeds is None else [int(x) for x in seeds]
+    seeds = [cfg.seed] if seeds is None else check_ints(seeds, "seeds", minimum=0)
+    check_instance(corpus, "corpus", Corpus, optional=True)
+    check_callable(on_model_done, "on_model_done", optional=True)
+    check_bool(verbose, "verbose")
+    check_int(workers, "workers", minimum=1)
+    check_number(deadline_s, "deadline_s", positive=True, optional=True)
     if torch.device(device).type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -586,6 +671,9 @@ def run_experiment(cfg: LMConfig, models: Optional[Sequence[str]] = None, *, dev
 
 def summary_line(name: str, r: dict, train_len: int) -> str:
     """One line per model: training loss and time, ppl at the training length, ratios, probe."""
+    check_str(name, "name")
+    check_mapping(r, "r", keys=("train",))
+    check_int(train_len, "train_len", minimum=1)
     if "eval" not in r:
         return f"{name:13s} INCOMPLETE: {r['train']['steps']} of {r['train']['steps_planned']} steps"
     ev, tr = r["eval"], r["train"]
@@ -597,6 +685,8 @@ def summary_line(name: str, r: dict, train_len: int) -> str:
 
 def ratio_table(res: dict, *, which: str = "ratio") -> str:
     """A markdown table: one row per model, ``ppl(L) / ppl(train_len)`` per evaluated length."""
+    check_mapping(res, "res", keys=("models", "config"))
+    check_choice(which, "which", ("ratio", "ppl", "loss"))
     lengths = sorted({L for m in res["models"].values() if "eval" in m for L in m["eval"]["lengths"]})
     tl = res["config"]["train_len"]
     head = "| model | ppl@" + str(tl) + " | " + " | ".join(f"{L // tl}x ({L})" for L in lengths) + " |"
@@ -621,8 +711,12 @@ def seed_curves(records: Sequence[dict], prefix: str = "ratio", *, min_seeds: in
     """``{model: {"mults", "mean", "std", "min", "max"}}`` of the metrics ``<prefix>_<m>x`` across seeds,
     through :func:`path_lib.training.loop.comparison_table` (so it refuses unequal runs the same way)."""
     from ..training.loop import comparison_table
+    _check_records(records)
+    check_str(prefix, "prefix")
     keys = sorted({k for r in records for k in r["metrics"] if k.startswith(prefix + "_") and k.endswith("x")},
                   key=lambda k: int(k[len(prefix) + 1:-1]))
+    if not keys:
+        raise ValueError(f"prefix {prefix!r}: the records hold no metric {prefix}_<m>x")
     out: Dict[str, dict] = {}
     for k in keys:
         t = comparison_table(records, k, min_seeds=min_seeds, models=models)
@@ -634,9 +728,20 @@ def seed_curves(records: Sequence[dict], prefix: str = "ratio", *, min_seeds: in
     return out
 
 
+def _check_records(records) -> None:
+    """A list of run records (dicts with model, seed and metrics), or a named TypeError / ValueError."""
+    if not isinstance(records, (list, tuple)):
+        raise TypeError(f"records must be a list of run records, got {type(records).__name__}")
+    for i, r in enumerate(records):
+        check_mapping(r, f"records[{i}]", keys=("model", "seed", "metrics"))
+
+
 def _records_of(rec: dict) -> List[dict]:
     """Per-run records of a recorded LM result; a record made before run records existed gets them
     rebuilt from its per-model training summaries (one seed, steps done and planned)."""
+    check_mapping(rec, "rec")
+    if not (rec.get("records") or isinstance(rec.get("models"), dict)):
+        raise ValueError("rec must be an LM result: it holds neither 'records' nor 'models'")
     if rec.get("records"):
         return rec["records"]
     out = []
@@ -695,6 +800,11 @@ def flat_and_degrading(records: Sequence[dict], key: str, *, tol: float = 0.05):
     """Models whose metric ``key`` (a ratio) stays within ``tol`` of 1 in every seed, and those above
     ``1 + tol`` in every seed: ``(flat, degrading)``, in the records' order (equal runs only)."""
     from ..training.loop import comparison_table
+    check_number(tol, "tol", minimum=0.0)
+    _check_records(records)
+    check_str(key, "key")
+    if records and key not in records[0]["metrics"]:
+        raise ValueError(f"key {key!r} is not among the records' metrics {sorted(records[0]['metrics'])}")
     t = comparison_table(records, key)
     flat = [m for m, v in t.items() if 1 - tol < v["min"] and v["max"] < 1 + tol]
     worse = [m for m, v in t.items() if v["min"] > 1 + tol]
@@ -706,6 +816,9 @@ def paper_checks(records: Sequence[dict]) -> "Dict[str, bool]":
     (agrees) / False (differs), paired seed by seed where two models are compared. Statements whose
     models are missing from the records are left out. Uses the longest evaluated multiple ``L``."""
     from ..training.loop import comparison_table, paired_differences
+    _check_records(records)
+    if not records:
+        raise ValueError("records must hold at least one run record")
     models = {r["model"] for r in records}
     mults = sorted(int(k[6:-1]) for k in records[0]["metrics"] if k.startswith("ratio_") and k.endswith("x"))
     L, key = mults[-1], f"ratio_{mults[-1]}x"

@@ -46,6 +46,7 @@ from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from ..validation import check_mapping, check_path, check_str
 from . import evidence as E
 from .evidence import LEVEL, MIN_SEEDS, value_at
 
@@ -566,13 +567,47 @@ CLAIMS: List[Dict] = [
 # ----------------------------------------------------------------------------------------------
 
 def _root(root=None) -> Path:
-    return Path(root) if root is not None else Path(__file__).resolve().parents[2]
+    """The repository folder records are read from: ``root`` (an existing folder) or this checkout."""
+    if root is None:
+        return Path(__file__).resolve().parents[2]
+    root = check_path(root, "root", exists=True, kind="dir")
+    if not root.is_dir():
+        raise ValueError(f"root {str(root)!r} is not a folder")
+    return root
+
+
+#: what every claim holds (:func:`validate` reports a claim without them; the other functions refuse it)
+_CLAIM_KEYS = ("id", "paper", "section", "where", "claim", "paper_value", "status", "test")
+
+
+def _claims(claims, *, keys=_CLAIM_KEYS) -> Sequence[Dict]:
+    """``claims`` (None: :data:`CLAIMS`): a list of claim dicts holding ``keys``, with a known status and
+    test kind; a TypeError / ValueError naming ``claims`` otherwise."""
+    if claims is None:
+        return CLAIMS
+    if not isinstance(claims, (list, tuple)):
+        raise TypeError(f"claims must be a list of claim dicts (like CLAIMS), got {type(claims).__name__}")
+    for i, c in enumerate(claims):
+        check_mapping(c, f"claims[{i}]", keys=keys)
+        if "status" in keys and c["status"] not in STATUSES:
+            raise ValueError(f"claims[{i}]: status must be one of {STATUSES}, got {c['status']!r}")
+        if "test" in keys and c["test"] not in TEST_KINDS:
+            raise ValueError(f"claims[{i}]: test must be one of {TEST_KINDS}, got {c['test']!r}")
+    return claims
 
 
 def load_evidence(path: str, root=None):
     """A JSON record of the repository (dict), or None for a notebook / test (live evidence)."""
+    check_str(path, "path")
     p = _root(root) / path
-    return json.loads(p.read_text()) if p.suffix == ".json" else None
+    if p.suffix != ".json":
+        return None
+    if not p.is_file():
+        raise ValueError(f"path {path!r}: no record at {p}")
+    try:
+        return json.loads(p.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"path {path!r} is not a JSON record: {e}") from None
 
 
 def measured_rates(root=None) -> Optional[Dict]:
@@ -779,7 +814,8 @@ def validate(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
 
 def check_snapshots(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Values whose snapshot no longer matches the record they come from (an empty list when all do)."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
+    _root(root)
     out = []
     for c in claims:
         ours = c.get("ours") or {}
@@ -824,7 +860,7 @@ def check_statistics(claims: Optional[Sequence[Dict]] = None, root=None) -> List
 
 def counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, int]":
     """Number of claims per status, in the order of :data:`STATUSES`."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     n = Counter(c["status"] for c in claims)
     return OrderedDict((s, n.get(s, 0)) for s in STATUSES)
 
@@ -832,7 +868,7 @@ def counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, int]":
 def test_counts(claims: Optional[Sequence[Dict]] = None) -> "OrderedDict[str, OrderedDict[str, int]]":
     """Claims per kind of test (:data:`TEST_KINDS`), each split by status: the real tests are counted
     apart from the outcomes that were certain at this scale."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     return OrderedDict((k, counts([c for c in claims if c["test"] == k])) for k in TEST_KINDS)
 
 
@@ -1015,7 +1051,7 @@ def open_claims(claims: Optional[Sequence[Dict]] = None, root=None) -> List[Dict
 
 def pending(claims: Optional[Sequence[Dict]] = None) -> Dict[str, List[str]]:
     """Claim ids waiting for a new run, by the stable record name that will decide them."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     out: Dict[str, List[str]] = {}
     for c in claims:
         if c.get("awaits"):

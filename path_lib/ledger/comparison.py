@@ -11,6 +11,8 @@ import json
 import math
 from typing import Dict, List, Optional, Sequence
 
+from ..validation import check_format, check_int, check_mapping, check_number, check_seed, check_str
+
 __all__ = ["UnequalTrainingError", "run_record", "check_equal_training", "comparison_table", "paired_differences",
            "format_comparison", "json_key"]
 
@@ -30,7 +32,15 @@ def run_record(result: Dict, *, model: str, seed: int, metrics: Optional[Dict[st
     batches. Returns ``{"model", "seed", "steps_done", "steps_planned", "tokens_seen", "final_lr",
     "wall_seconds", "complete", "schedule", "data_key", "metrics"}`` (JSON-ready).
     """
-    cfg = result["config"]
+    check_mapping(result, "result", keys=("config", "steps_done"))
+    cfg = check_mapping(result["config"], "result['config']", keys=("steps",))
+    check_str(model, "model")
+    check_seed(seed)
+    for key, value in check_mapping(metrics, "metrics", optional=True).items() if metrics is not None else ():
+        check_str(key, "metrics' keys")
+        check_number(value, f"metrics[{key!r}]", finite=False)
+    check_str(data_key, "data_key", optional=True)
+    check_int(batch_size, "batch_size", minimum=1, optional=True)
     schedule = {k: cfg[k] for k in ("lr", "warmup", "min_lr_ratio", "weight_decay", "grad_clip") if k in cfg}
     schedule["betas"] = list(cfg.get("betas", ()))
     schedule["steps"] = result.get("steps_requested", cfg["steps"])
@@ -51,6 +61,8 @@ def check_equal_training(records: Sequence[Dict], *, min_seeds: int = 3) -> Opti
     sentence saying why not. Equal training means: every run complete; the same steps planned and done,
     the same tokens and the same schedule for all; every model with the same seeds, at least
     ``min_seeds`` of them; and, within a seed, the same data stream (``data_key``) for every model."""
+    _check_records(records)
+    check_int(min_seeds, "min_seeds", minimum=1)
     if not records:
         return "There are no runs to compare."
     for r in records:
@@ -84,13 +96,33 @@ def check_equal_training(records: Sequence[Dict], *, min_seeds: int = 3) -> Opti
     return None
 
 
+#: what every record of :func:`run_record` holds (the comparisons read these)
+_RECORD_KEYS = ("model", "seed", "steps_done", "steps_planned", "tokens_seen", "complete", "schedule", "data_key",
+                "metrics")
+
+
+def _check_records(records, name: str = "records") -> None:
+    """A list (or tuple) of :func:`run_record` dicts, or a TypeError / ValueError naming ``name``."""
+    if not isinstance(records, (list, tuple)):
+        raise TypeError(f"{name} must be a list of run_record() dicts, got {type(records).__name__}")
+    for i, r in enumerate(records):
+        check_mapping(r, f"{name}[{i}]", keys=_RECORD_KEYS)
+
+
 def json_key(d) -> str:
     """``d`` as canonical JSON (sorted keys): equal for equal content."""
     return json.dumps(d, sort_keys=True, default=str)
 
 
 def _metric(r: Dict, metric) -> float:
-    return float(metric(r)) if callable(metric) else float(r["metrics"][metric])
+    """``metric`` of record ``r``: finite, or a ValueError naming ``metric``."""
+    if callable(metric):
+        value = metric(r)
+    else:
+        if metric not in r["metrics"]:
+            raise ValueError(f"metric {metric!r} is not among the record's metrics {sorted(r['metrics'])}")
+        value = r["metrics"][metric]
+    return check_number(value, f"metric {metric!r} of {r['model']} (seed {r['seed']})")
 
 
 def comparison_table(records: Sequence[Dict], metric, *, min_seeds: int = 3,
@@ -102,7 +134,16 @@ def comparison_table(records: Sequence[Dict], metric, *, min_seeds: int = 3,
     sentence) when :func:`check_equal_training` finds the runs unequal. Returns ``{model: {"mean", "std"
     (sample, ddof 1), "min", "max", "n", "values", "seeds"}}``.
     """
+    _check_records(records)
+    if not (isinstance(metric, str) or callable(metric)):
+        raise TypeError(f"metric must be a key of the records' metrics or a callable, got {type(metric).__name__}")
+    check_int(min_seeds, "min_seeds", minimum=1)
     if models is not None:
+        if isinstance(models, str) or not isinstance(models, (list, tuple)):
+            raise TypeError(f"models must be a list of model names, got {type(models).__name__}")
+        unknown = [m for m in models if m not in {r["model"] for r in records}]
+        if unknown:
+            raise ValueError(f"models {unknown} have no record (the records hold {sorted({r['model'] for r in records})})")
         records = [r for r in records if r["model"] in models]
     why = check_equal_training(records, min_seeds=min_seeds)
     if why is not None:
@@ -122,6 +163,10 @@ def comparison_table(records: Sequence[Dict], metric, *, min_seeds: int = 3,
 def paired_differences(records: Sequence[Dict], metric, a: str, b: str, *, min_seeds: int = 3) -> Dict:
     """``metric(a) - metric(b)`` seed by seed (the same batches per seed): ``{"diffs", "mean",
     "all_negative", "all_positive"}``. Refuses unequal runs like :func:`comparison_table`."""
+    check_str(a, "a")
+    check_str(b, "b")
+    if a == b:
+        raise ValueError(f"a and b must be two models, got {a!r} twice")
     t = comparison_table(records, metric, min_seeds=min_seeds, models=[a, b])
     d = [x - y for x, y in zip(t[a]["values"], t[b]["values"])]
     return {"diffs": d, "mean": math.fsum(d) / len(d), "all_negative": all(x < 0 for x in d),
@@ -130,6 +175,11 @@ def paired_differences(records: Sequence[Dict], metric, a: str, b: str, *, min_s
 
 def format_comparison(table: Dict[str, Dict], *, label: str = "value", fmt: str = "{:.3f}") -> str:
     """A Markdown table of :func:`comparison_table`'s result: mean ± sd, min – max, seeds."""
+    check_mapping(table, "table")
+    for m, t in table.items():
+        check_mapping(t, f"table[{m!r}]", keys=("mean", "std", "min", "max", "n"))
+    check_str(label, "label")
+    check_format(fmt)
     rows = [f"| model | {label}: mean ± sd | min – max | seeds |", "|---|---|---|---|"]
     for m, t in table.items():
         sd = fmt.format(t["std"]) if math.isfinite(t["std"]) else "-"

@@ -29,6 +29,7 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import stats
+from ..validation import check_mapping, check_number
 
 __all__ = ["LEVEL", "MIN_SEEDS", "INTERVAL_LEVEL", "ROLES", "value_at", "per_seed", "evaluate", "evaluate_speed",
            "decide", "claim_kind", "p_text", "measured_rates", "public_command"]
@@ -47,16 +48,27 @@ ROLES = ("named", "precondition", "supporting")
 
 def value_at(data, select: Sequence):
     """Follow ``select`` into ``data``: a str/int step is a key or index; a dict step picks the one
-    element of a list whose fields equal the dict's (ValueError if none or several)."""
+    element of a list whose fields equal the dict's (ValueError naming ``select`` if none or several, or
+    where a key or index is missing)."""
+    if not isinstance(data, (dict, list)):
+        raise TypeError(f"data must be a record (a dict or list), got {type(data).__name__}")
+    if isinstance(select, (str, bytes, dict)) or not isinstance(select, (list, tuple)):
+        raise TypeError(f"select must be a list of keys, indices and dicts, got {type(select).__name__}")
     cur = data
-    for step in select:
+    for i, step in enumerate(select):
         if isinstance(step, dict):
-            hits = [x for x in cur if all(x.get(k) == v for k, v in step.items())]
+            if not isinstance(cur, list):
+                raise ValueError(f"select step {i} ({step}) picks from a list, but finds a {type(cur).__name__}")
+            hits = [x for x in cur if isinstance(x, dict) and all(x.get(k) == v for k, v in step.items())]
             if len(hits) != 1:
-                raise ValueError(f"{len(hits)} elements match {step}, expected exactly one")
+                raise ValueError(f"select step {i}: {len(hits)} elements match {step}, expected exactly one")
             cur = hits[0]
         else:
-            cur = cur[step]
+            try:
+                cur = cur[step]
+            except (KeyError, IndexError, TypeError) as e:
+                raise ValueError(f"select step {i} ({step!r}) is not in data "
+                                 f"({type(e).__name__}: {e})") from None
     return cur
 
 
@@ -65,10 +77,13 @@ def _curve(points) -> List[tuple]:
 
 
 def _window_mean(points, window: str) -> float:
-    lo, hi = (int(x) for x in window.split(":"))
-    vals = [v for s, v in _curve(points) if lo <= s <= hi]
+    try:
+        lo, hi = (int(x) for x in window.split(":"))
+        vals = [v for s, v in _curve(points) if lo <= s <= hi]
+    except (ValueError, TypeError, KeyError, IndexError) as e:
+        raise ValueError(f"side: the window {window!r} (lo:hi steps) of a logged curve cannot be read: {e}") from None
     if not vals:
-        raise ValueError(f"no logged point between steps {lo} and {hi}")
+        raise ValueError(f"side: no logged point between steps {lo} and {hi}")
     return sum(vals) / len(vals)
 
 
@@ -78,15 +93,25 @@ def _name(row) -> str:
 
 def per_seed(rec: Dict, side) -> Dict[int, float]:
     """``{seed: value}`` of one side ``(rows, name, path)`` of a test in record ``rec``."""
+    check_mapping(rec, "rec")
+    if isinstance(side, (str, bytes)) or not isinstance(side, (tuple, list)) or len(side) != 3 \
+            or not all(isinstance(x, str) for x in side):
+        raise TypeError(f"side must be (rows, model name, path), three str, got {side!r}")
     rows, name, path = side
+    if not isinstance(rec.get(rows), list):
+        raise ValueError(f"side: rec has no list of rows {rows!r} (it has {sorted(map(str, rec))[:8]})")
     path, _, window = path.partition("@")
     out = {}
     for row in rec[rows]:
-        if _name(row) == name:
-            v = value_at(row, path.split("."))
-            out[row["seed"]] = float(_window_mean(v, window) if window else v)
+        if isinstance(row, dict) and _name(row) == name:
+            try:
+                v = value_at(row, path.split("."))
+            except ValueError as e:
+                raise ValueError(f"side {side!r}: {e}") from None
+            value = _window_mean(v, window) if window else v
+            out[row["seed"]] = check_number(value, f"side {side!r} (seed {row.get('seed')})", finite=False)
     if not out:
-        raise ValueError(f"no row of {rows!r} is named {name!r}")
+        raise ValueError(f"side: no row of {rows!r} is named {name!r}")
     return out
 
 

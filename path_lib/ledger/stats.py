@@ -33,6 +33,8 @@ import math
 import random
 from typing import Callable, Iterator, List, Sequence, Tuple
 
+from ..validation import check_int, check_number, check_seed
+
 __all__ = ["ALTERNATIVES", "NOISES", "sign_flip_p", "sign_flip_interval", "sign_flip_coverage", "interval_rank",
            "subset_means", "permutation_p", "tost_sign_flip_p", "smallest_p_paired", "smallest_p_unpaired",
            "bootstrap_interval", "simulated_coverage", "simulated_rejection_rate"]
@@ -156,6 +158,7 @@ def tost_sign_flip_p(diffs: Sequence[float], low: float, high: float) -> float:
     """Equivalence (two one-sided tests): p-value of "the centre of ``diffs`` lies in (low, high)", the
     larger of the sign-flip p-values of ``diffs - low > 0`` and ``diffs - high < 0``."""
     d = _floats(diffs, "diffs")
+    low, high = check_number(low, "low"), check_number(high, "high")
     if not low < high:
         raise ValueError(f"low must be below high, got low={low}, high={high}")
     return max(sign_flip_p([x - low for x in d], "greater"), sign_flip_p([x - high for x in d], "less"))
@@ -205,6 +208,12 @@ def _quantiles(dist: List[Tuple[float, float]], level: float) -> Tuple[float, fl
     return lo, hi
 
 
+def _check_resampling(exact_max: int, n_resamples: int, seed: int) -> None:
+    check_int(exact_max, "exact_max", minimum=0)
+    check_int(n_resamples, "n_resamples", minimum=1, maximum=10 ** 8)
+    check_seed(seed)
+
+
 def bootstrap_interval(values: Sequence[float], level: float = 0.9, exact_max: int = 100_000,
                        n_resamples: int = 20_000, seed: int = 0) -> Tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``values`` [n] at nominal ``level`` (two-sided).
@@ -213,6 +222,7 @@ def bootstrap_interval(values: Sequence[float], level: float = 0.9, exact_max: i
     below ``level`` (:func:`simulated_coverage`); the ledger uses :func:`sign_flip_interval`."""
     x = _floats(values, "values")
     _check_level(level)
+    _check_resampling(exact_max, n_resamples, seed)
     return _quantiles(list(_resample_means(x, exact_max, n_resamples, seed)), level)
 
 

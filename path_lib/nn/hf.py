@@ -257,6 +257,14 @@ class PaTHForCausalLM(PreTrainedModel, GenerationMixin):
         _check_loaded(model.config, saved, info, allow_mismatch, model.state_dict().keys())
         return (model, info) if want_info else model
 
+    def generate(self, inputs=None, generation_config=None, **kwargs):
+        """``GenerationMixin.generate``, its sampling and length settings checked first: those given by keyword
+        or in ``generation_config`` (else the model's own) must be in range (``top_p`` in (0, 1], ``top_k`` >= 0,
+        ``temperature`` > 0, ``max_new_tokens`` >= 1, ``do_sample`` a bool, ...), or a ValueError / TypeError
+        names them (transformers itself lets some through, e.g. ``top_p=2`` samples from everything)."""
+        _check_generation(self, generation_config, kwargs)
+        return super().generate(inputs, generation_config, **kwargs)
+
     def _init_weights(self, module):
         """TinyLM's initialisation (what a fresh ``TinyLM`` does), for weights a checkpoint does not set."""
         from transformers import initialization as init
@@ -390,6 +398,35 @@ _SHAPE_FIELDS = (("embed.weight", "vocab_size / hidden_size"), ("head.weight", "
                  ("norm", "hidden_size"))
 
 
+#: the generation settings :meth:`PaTHForCausalLM.generate` checks, with their check
+_GENERATION_CHECKS = {
+    "do_sample": lambda v, n: check_bool(v, n), "use_cache": lambda v, n: check_bool(v, n),
+    "return_dict_in_generate": lambda v, n: check_bool(v, n), "output_scores": lambda v, n: check_bool(v, n),
+    "temperature": lambda v, n: check_number(v, n, positive=True),
+    "top_p": lambda v, n: check_number(v, n, minimum=0.0, maximum=1.0, open_min=True),
+    "min_p": lambda v, n: check_number(v, n, minimum=0.0, maximum=1.0),
+    "typical_p": lambda v, n: check_number(v, n, minimum=0.0, maximum=1.0, open_min=True),
+    "top_k": lambda v, n: check_int(v, n, minimum=0),
+    "repetition_penalty": lambda v, n: check_number(v, n, positive=True),
+    "max_new_tokens": lambda v, n: check_int(v, n, minimum=1), "min_new_tokens": lambda v, n: check_int(v, n, minimum=0),
+    "max_length": lambda v, n: check_int(v, n, minimum=1), "min_length": lambda v, n: check_int(v, n, minimum=0),
+    "num_beams": lambda v, n: check_int(v, n, minimum=1), "num_return_sequences": lambda v, n: check_int(v, n, minimum=1),
+}
+
+
+def _check_generation(model, generation_config, kwargs: dict) -> None:
+    """The settings of a ``generate`` call (keywords over ``generation_config`` over the model's own)."""
+    from transformers import GenerationConfig
+    if generation_config is not None and not isinstance(generation_config, GenerationConfig):
+        raise TypeError(f"generation_config must be a transformers.GenerationConfig or None, "
+                        f"got {type(generation_config).__name__}")
+    base = generation_config if generation_config is not None else getattr(model, "generation_config", None)
+    for name, check in _GENERATION_CHECKS.items():
+        value = kwargs[name] if name in kwargs else getattr(base, name, None)
+        if value is not None:
+            check(value, name)
+
+
 def _check_load_dtype(kwargs: dict) -> None:
     """``dtype`` (or its older name ``torch_dtype``): None, ``"auto"``, a torch floating dtype or its name."""
     for name in ("dtype", "torch_dtype"):
@@ -422,6 +459,11 @@ def _saved_config(path) -> Optional[dict]:
     if not isinstance(saved, dict):
         raise TypeError(f"pretrained_model_name_or_path={str(path)!r}: its config.json must hold a JSON object of "
                         f"config fields, got a {type(saved).__name__}")
+    for name in ("dtype", "torch_dtype"):          # transformers would look the name up on torch (AttributeError)
+        value = saved.get(name)
+        if value is not None and not (isinstance(value, str) and getattr(torch, value, None) in FLOAT_DTYPES):
+            raise ValueError(f"pretrained_model_name_or_path={str(path)!r}: its config.json's {name} must name a "
+                             f"torch floating dtype ({', '.join(dtype_name(d) for d in FLOAT_DTYPES)}), got {value!r}")
     return saved
 
 

@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ..validation import check_bool, check_choice, check_instance, check_int, check_str
+
 __all__ = ["Cost", "block_lengths", "ut_solve_flops", "flash_attention_cost", "path_blockwise_cost",
            "path_allpairs_cost", "path_segmented_cost", "default_seg_blocks", "decode_step_cost",
            "backward_memory"]
@@ -55,6 +57,18 @@ class Cost:
     extra: List[str] = field(default_factory=list)
     sram: int = 0
 
+    def __post_init__(self):
+        check_str(self.name, "name")
+        for field_name in ("flops_by_part", "hbm"):
+            counts = check_instance(getattr(self, field_name), field_name, dict, "a dict of counts")
+            for key, value in counts.items():
+                check_int(value, f"{field_name}[{key!r}]", minimum=0)
+        check_instance(self.extra, "extra", list, "a list of hbm names")
+        unknown = [k for k in self.extra if k not in self.hbm]
+        if unknown:
+            raise ValueError(f"extra names {unknown}, which are not in hbm")
+        check_int(self.sram, "sram", minimum=0)
+
     @property
     def flops(self) -> int:
         """All counted operations (matrix products and the UT solve)."""
@@ -76,20 +90,31 @@ class Cost:
         return sum(self.hbm[k] for k in self.extra)
 
 
-def _check_sizes(T: int, D: int, Dv: Optional[int]) -> int:
-    for name, x in (("T", T), ("D", D)):
-        if not isinstance(x, int) or isinstance(x, bool) or x < (0 if name == "T" else 1):
-            raise ValueError(f"{name} must be a {'non-negative' if name == 'T' else 'positive'} int, got {x!r}")
-    Dv = D if Dv is None else Dv
-    if not isinstance(Dv, int) or isinstance(Dv, bool) or Dv < 1:
-        raise ValueError(f"Dv must be a positive int, got {Dv!r}")
-    return Dv
+#: the largest sequence length and head dim the counts take (far beyond any GPU's memory, and small
+#: enough that the block-by-block sums finish at once)
+_MAX_T, _MAX_D = 2 ** 40, 2 ** 20
+
+
+def _check_sizes(T: int, D: int, Dv: Optional[int], block_size: Optional[int] = None) -> int:
+    check_int(T, "T", minimum=0, maximum=_MAX_T)
+    check_int(D, "D", minimum=1, maximum=_MAX_D)
+    check_int(Dv, "Dv", minimum=1, maximum=_MAX_D, optional=True)
+    if block_size is not None:
+        _check_block(T, block_size)
+    return D if Dv is None else Dv
+
+
+def _check_block(T: int, block_size: int) -> None:
+    """A block length of at least 1 that cuts ``T`` into at most 2**24 blocks (the sums go block by block)."""
+    check_int(block_size, "block_size", minimum=1)
+    if T // block_size > 2 ** 24:
+        raise ValueError(f"block_size {block_size} cuts T={T} into more than 2**24 blocks; take longer blocks")
 
 
 def block_lengths(T: int, block_size: int) -> List[int]:
     """Lengths of the blocks ``[0, b), [b, 2b), ...`` that split ``T`` tokens (the last may be short)."""
-    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    check_int(T, "T", minimum=0, maximum=_MAX_T)
+    _check_block(T, block_size)
     return [min(block_size, T - s) for s in range(0, T, block_size)]
 
 
@@ -106,6 +131,7 @@ def ut_solve_flops(L: int) -> int:
     (:func:`path_lib.reference.householder.ut_transform_loop`): ``r`` multiply-adds of length ``L``, so
     ``2 L * L (L - 1) / 2 = L^2 (L - 1)`` operations. (Skipping the known zeros would save a third.)
     """
+    check_int(L, "L", minimum=0)
     return L * L * (L - 1)
 
 
@@ -120,7 +146,7 @@ def flash_attention_cost(T: int, D: int, Dv: Optional[int] = None, *, block_size
         T: sequence length; D: query/key head dim; Dv: value head dim (default ``D``).
         block_size: tile length (query and key tiles alike).
     """
-    Dv = _check_sizes(T, D, Dv)
+    Dv = _check_sizes(T, D, Dv, block_size)
     Ls = block_lengths(T, block_size)
     entries = _pair_sum(Ls) + sum(L * L for L in Ls)  # all computed tiles, the diagonal ones dense
     flops = {"logits": 2 * entries * D, "values": 2 * entries * Dv}
@@ -149,7 +175,7 @@ def path_blockwise_cost(T: int, D: int, Dv: Optional[int] = None, *, block_size:
     Global memory adds w and beta to the inputs, and writes per block the keys moved to the block's
     end (``T D``), ``T_j W_j`` (``T D``) and the UT matrices (``sum L^2 <= T * block_size``): ``O(T D)``.
     """
-    Dv = _check_sizes(T, D, Dv)
+    Dv = _check_sizes(T, D, Dv, block_size)
     Ls = block_lengths(T, block_size)
     s2 = sum(L * L for L in Ls)
     s3 = sum(L ** 3 for L in Ls)
@@ -194,6 +220,8 @@ def path_allpairs_cost(T: int, D: int, Dv: Optional[int] = None) -> Cost:
 def default_seg_blocks(T: int, D: int, block_size: int = 64) -> int:
     """Blocks per segment that ``path_lib.kernels.path_attention`` picks by default: about ``sqrt(2 T / D)``
     segments (so the ``D x D`` segment-pair products stay below ``T D`` memory), at least 2 blocks each."""
+    _check_sizes(T, D, None)
+    _check_block(T, block_size)
     n = max(1, -(-T // block_size))
     ns_max = max(1, int(math.sqrt(2.0 * n * block_size / D)))
     return max(2, -(-n // ns_max))
@@ -222,11 +250,13 @@ def path_segmented_cost(T: int, D: int, *, block_size: int = 64, seg_blocks: Opt
     for long sequences), ``"ut_solve"``. Requires ``Dv = D`` (as the kernel does).
     """
     _check_sizes(T, D, None)
+    _check_block(T, block_size)
     L = block_size
     NB = max(1, -(-T // L)) if T else 0
-    SB = default_seg_blocks(T, D, L) if seg_blocks is None else seg_blocks
-    if not isinstance(SB, int) or SB < 1:
-        raise ValueError(f"seg_blocks must be a positive int, got {SB!r}")
+    if seg_blocks is None:
+        SB = default_seg_blocks(T, D, L)
+    else:
+        SB = check_int(seg_blocks, "seg_blocks", minimum=1)
     NS = -(-NB // SB) if NB else 0
     diag = own = earlier = moves = 0
     for c in range(NB):
@@ -259,7 +289,9 @@ def decode_step_cost(t: int, D: int, Dv: Optional[int] = None, *, path: bool = T
     projections and ``2 (t-1) D`` for the update), then attends as plain attention does: at most
     ``2x`` the operations when ``Dv = D``, and the key cache is rewritten (read and written) every step.
     """
+    check_int(t, "t", minimum=0, maximum=_MAX_T)
     Dv = _check_sizes(t, D, Dv)
+    check_bool(path, "path")
     flops = {"logits": 2 * t * D, "values": 2 * t * Dv}
     hbm = {"key_cache": t * D, "value_cache": t * Dv, "q": D, "o": Dv}
     if path:
@@ -291,7 +323,9 @@ def backward_memory(T: int, D: int, Dv: Optional[int] = None, *, method: str = "
       ``dT`` (``T L``), the chain's per-block state (``D x D`` each), ``dSeg``, ``delta`` and ``dg``.
       About ``13 T D + 4 T L``: ``O(T D)``, with ``L = block_size`` and ``default_seg_blocks`` segments.
     """
-    Dv = _check_sizes(T, D, Dv)
+    Dv = _check_sizes(T, D, Dv, block_size)
+    check_choice(method, "method", ("flash", "recompute", "checkpoint", "kernel"))
+    check_int(boundary, "boundary", minimum=1)
     if method == "flash":
         return 2 * T
     if method == "kernel":

@@ -29,6 +29,9 @@ from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 
+from ..validation import (check_bool, check_callable, check_choice, check_instance, check_int, check_ints,
+                          check_number, check_seed)
+
 __all__ = [
     "STEP_KINDS", "haar_so", "random_unit", "so2_angle_table", "rope_angles", "block_rotation",
     "sample_steps", "closed_form_mean_step", "mean_step_opnorm", "route_products", "mean_transport_decay",
@@ -39,6 +42,44 @@ __all__ = [
 
 STEP_KINDS = ("haar", "so2", "rope", "householder")
 
+#: the sizes the simulations take: dimensions up to 4096, sample counts up to 2**31 (the arrays are
+#: ``[n, d, d]`` float64: the limits refuse what no machine holds, not what is merely slow)
+_MAX_D, _MAX_N = 4096, 2 ** 31
+
+
+def _dim(d, name: str = "d", *, even: bool = False) -> int:
+    d = check_int(d, name, minimum=2 if even else 1, maximum=_MAX_D)
+    if even and d % 2:
+        raise ValueError(f"{name} must be even (SO(2) blocks pair the coordinates), got {d}")
+    return d
+
+
+def _count(n, name: str, minimum: int = 0) -> int:
+    return check_int(n, name, minimum=minimum, maximum=_MAX_N)
+
+
+def _rng(rng) -> np.random.Generator:
+    return check_instance(rng, "rng", np.random.Generator, "a numpy.random.Generator (np.random.default_rng)")
+
+
+def _array(x, name: str, *, ndim: Optional[int] = None, size: Optional[int] = None, minimum=None) -> np.ndarray:
+    """A finite float64 array (``ndim`` dims, ``size`` entries, every entry >= ``minimum`` when given)."""
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}")
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name} must be an array of numbers ({e})") from None
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
+    if size is not None and a.size != size:
+        raise ValueError(f"{name} must have {size} entries, got {a.size}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} must be finite (no NaN or infinity)")
+    if minimum is not None and a.size and not (a >= minimum).all():
+        raise ValueError(f"{name} must be >= {minimum}, got a minimum of {a.min()}")
+    return a
+
 
 # ----------------------------------------------------------------------------------------------
 # step distributions
@@ -46,6 +87,7 @@ STEP_KINDS = ("haar", "so2", "rope", "householder")
 
 def haar_so(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` Haar-random rotations of SO(d): ``[n, d, d]`` (QR of a Gaussian with sign fix, det forced to +1)."""
+    d, n, rng = _dim(d), _count(n, "n"), _rng(rng)
     A = rng.standard_normal((n, d, d))
     Q, R = np.linalg.qr(A)
     Q = Q * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[:, None, :]
@@ -56,24 +98,30 @@ def haar_so(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def random_unit(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` vectors uniform on the unit sphere S^{d-1}: ``[n, d]``."""
+    d, n, rng = _dim(d), _count(n, "n"), _rng(rng)
     x = rng.standard_normal((n, d))
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
 def so2_angle_table(vocab: int, d: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """Per-token per-block angles ``[vocab, d/2]`` drawn once from ``N(0, sigma^2)`` (fixed "at init")."""
-    if d % 2:
-        raise ValueError(f"SO(2) blocks need an even d, got {d}")
+    vocab, d, rng = _count(vocab, "vocab", 1), _dim(d, even=True), _rng(rng)
+    sigma = check_number(sigma, "sigma", minimum=0.0)
     return sigma * rng.standard_normal((vocab, d // 2))
 
 
 def rope_angles(d: int, base: float = 10000.0) -> np.ndarray:
     """RoPE's per-block angles ``base^{-2m/d}``: ``[d/2]``."""
+    d = _dim(d, even=True)
+    base = check_number(base, "base", positive=True)
     return base ** (-np.arange(0, d, 2) / d)
 
 
 def block_rotation(angles: np.ndarray) -> np.ndarray:
     """Block-diagonal rotation matrices from angles ``[..., d/2]`` -> ``[..., d, d]``."""
+    angles = _array(angles, "angles")
+    if angles.ndim == 0 or angles.shape[-1] == 0:
+        raise ValueError(f"angles must be [..., d/2] with d/2 >= 1, got shape {angles.shape}")
     m = angles.shape[-1]
     c, s = np.cos(angles), np.sin(angles)
     R = np.zeros(angles.shape[:-1] + (2 * m, 2 * m))
@@ -87,10 +135,16 @@ def block_rotation(angles: np.ndarray) -> np.ndarray:
 
 def _step_params(kind: str, d: int, *, beta_lo: float = 0.0, beta_hi: float = 2.0, sigma: float = 1.0,
                  vocab: int = 64, table_seed: int = 0, base: float = 10000.0) -> dict:
-    if kind not in STEP_KINDS:
-        raise ValueError(f"kind must be one of {STEP_KINDS}, got {kind!r}")
-    if kind == "householder" and not (0 <= beta_lo <= beta_hi <= 2):
-        raise ValueError(f"need 0 <= beta_lo <= beta_hi <= 2, got {beta_lo}, {beta_hi}")
+    check_choice(kind, "kind", STEP_KINDS)
+    _dim(d, even=kind in ("so2", "rope"))
+    beta_lo = check_number(beta_lo, "beta_lo", minimum=0.0, maximum=2.0)
+    beta_hi = check_number(beta_hi, "beta_hi", minimum=0.0, maximum=2.0)
+    if kind == "householder" and not beta_lo <= beta_hi:
+        raise ValueError(f"need 0 <= beta_lo <= beta_hi <= 2, got beta_lo {beta_lo}, beta_hi {beta_hi}")
+    sigma = check_number(sigma, "sigma", minimum=0.0)
+    vocab = _count(vocab, "vocab", 1)
+    check_seed(table_seed, "table_seed")
+    base = check_number(base, "base", positive=True)
     p: Dict[str, Union[float, np.ndarray]] = dict(beta_lo=beta_lo, beta_hi=beta_hi, sigma=sigma, vocab=vocab,
                                                   base=base)
     if kind == "so2":
@@ -104,6 +158,7 @@ def sample_steps(kind: str, d: int, n: int, rng: np.random.Generator, **params) 
     Keyword params: ``beta_lo, beta_hi`` (householder), ``sigma, vocab, table_seed`` (so2), ``base`` (rope).
     """
     p = _step_params(kind, d, **params)
+    n, rng = _count(n, "n"), _rng(rng)
     if kind == "haar":
         return haar_so(d, n, rng)
     if kind == "rope":
@@ -135,7 +190,8 @@ def mean_step_opnorm(kind: str, d: int, n: int = 20000, seed: int = 0, **params)
     ``E||A_hat - A||_F^2 = sum_ij Var(M_ij) / n`` from the samples: ``err = sqrt(sum_ij var_ij / n)``.
     Returns ``{"estimate", "err", "exact"}``.
     """
-    rng = np.random.default_rng(seed)
+    _count(n, "n", 2)
+    rng = np.random.default_rng(check_seed(seed))
     M = sample_steps(kind, d, n, rng, **params)
     mean = M.mean(axis=0)
     err = math.sqrt(M.var(axis=0, ddof=1).sum() / n)
@@ -153,7 +209,11 @@ def route_products(kind: str, d: int, max_len: int, n_routes: int, seed: int = 0
     Entry ``[n]`` is ``P_n = M_n ... M_1`` (new steps on the left, as the route grows towards the query);
     ``[0]`` is the identity.
     """
-    rng = np.random.default_rng(seed)
+    _step_params(kind, d, **params)
+    max_len, n_routes = _count(max_len, "max_len"), _count(n_routes, "n_routes", 1)
+    if (max_len + 1) * n_routes * d * d > 2 ** 31:
+        raise ValueError(f"max_len ({max_len}) x n_routes ({n_routes}) x d^2 ({d * d}) is more than 2**31 numbers")
+    rng = np.random.default_rng(check_seed(seed))
     out = np.empty((max_len + 1, n_routes, d, d))
     out[0] = np.eye(d)
     for t in range(1, max_len + 1):
@@ -167,7 +227,8 @@ def mean_transport_decay(kind: str, d: int, lengths: Sequence[int], n_routes: in
 
     Returns ``{"lengths", "estimate", "err", "predicted"}`` (arrays ``[len(lengths)]``).
     """
-    ns = np.asarray(lengths, dtype=int)
+    ns = np.asarray(check_ints(lengths, "lengths", minimum=0, maximum=_MAX_N), dtype=int)
+    _count(n_routes, "n_routes", 2)
     P = route_products(kind, d, int(ns.max()), n_routes, seed, **params)[ns]
     mean = P.mean(axis=1)
     est = np.array([np.linalg.norm(m, 2) for m in mean])
@@ -184,15 +245,21 @@ def haar_coordinate_cdf(x: np.ndarray, d: int) -> np.ndarray:
     """
     from scipy.stats import beta as beta_dist
 
+    x = _array(x, "x")
+    d = check_int(d, "d", minimum=2, maximum=_MAX_D)
+
     a = (d - 1) / 2
     return beta_dist.cdf((np.asarray(x) + 1) / 2, a, a)
 
 
 def ks_distance(samples: np.ndarray, cdf) -> float:
     """Kolmogorov-Smirnov distance ``sup_x |F_n(x) - F(x)|`` between samples and a CDF (a callable)."""
-    x = np.sort(np.asarray(samples))
+    x = np.sort(_array(samples, "samples").ravel())
+    check_callable(cdf, "cdf")
     n = x.size
-    F = cdf(x)
+    if n == 0:
+        raise ValueError("samples must hold at least one value")
+    F = _array(cdf(x), "cdf(samples)", size=n)
     return float(max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(n) / n)))
 
 
@@ -202,23 +269,28 @@ def route_score_samples(kind: str, d: int, lengths: Union[Sequence[int], np.ndar
 
     Default ``q = k = e_1``-like fixed unit vector (a query and its matching key: score 1 at n = 0).
     """
-    if q is None:
-        q = np.ones(d) / math.sqrt(d)
-    if k is None:
-        k = q
-    ns = np.asarray(lengths, dtype=int)
+    _step_params(kind, d, **params)
+    q = np.ones(d) / math.sqrt(d) if q is None else _array(q, "q", ndim=1, size=d)
+    k = q if k is None else _array(k, "k", ndim=1, size=d)
+    ns = np.asarray(check_ints(lengths, "lengths", minimum=0, maximum=_MAX_N), dtype=int)
     P = route_products(kind, d, int(ns.max()), n_routes, seed, **params)[ns]
     return np.einsum("i,lnij,j->ln", q, P, k)
 
 
 def levy_tail_bound(t, d: int):
     """Concentration on the sphere: for u uniform on S^{d-1} and unit q, ``P(|q^T u| >= t) <= 2 exp(-d t^2 / 2)``."""
+    t = _array(t, "t", minimum=0.0)
+    d = _dim(d)
     return np.minimum(1.0, 2 * np.exp(-d * np.asarray(t, dtype=float) ** 2 / 2))
 
 
 def hoeffding_tail_bound(t, q: np.ndarray, k: np.ndarray):
     """SO(2) blocks with independent uniform phases: ``q^T P k = sum_m r_m cos(phi_m)``, ``|term| <= r_m``,
     ``r_m = |q_m| |k_m|`` (block norms). Hoeffding: ``P(|score| >= t) <= 2 exp(-t^2 / (2 sum_m r_m^2))``."""
+    t = _array(t, "t", minimum=0.0)
+    q, k = _array(q, "q", ndim=1), _array(k, "k", ndim=1)
+    if q.size % 2 or q.size == 0 or k.size != q.size:
+        raise ValueError(f"q and k must have one even length d (SO(2) blocks), got {q.size} and {k.size}")
     r = np.linalg.norm(q.reshape(-1, 2), axis=1) * np.linalg.norm(k.reshape(-1, 2), axis=1)
     return np.minimum(1.0, 2 * np.exp(-np.asarray(t, dtype=float) ** 2 / (2 * np.sum(r ** 2))))
 
@@ -229,6 +301,8 @@ def score_profile(kind: str, d: int, max_len: int, n_routes: int = 2000, lam: fl
 
     Returns ``{"lengths", "mean", "std", "q05", "q95"}``: the score gap between near and far routes.
     """
+    lam = check_number(lam, "lam", positive=True)
+    max_len = _count(max_len, "max_len")
     lengths = np.arange(max_len + 1)
     s = lam * route_score_samples(kind, d, lengths, n_routes, seed, **params)
     return {"lengths": lengths, "mean": s.mean(1), "std": s.std(1), "q05": np.quantile(s, 0.05, axis=1),
@@ -242,8 +316,22 @@ def score_profile(kind: str, d: int, max_len: int, n_routes: int = 2000, lam: fl
 def far_mass_bound(n_far, n_near: int, lam: float):
     """Lower bound on the total softmax mass of far sources when every logit lies in [-lam, lam]:
     ``rho_D >= M_L / (M_L + K e^{2 lam})``."""
-    n_far = np.asarray(n_far, dtype=float)
+    n_far = _array(n_far, "n_far", minimum=0.0)
+    n_near = check_int(n_near, "n_near", minimum=1)
+    lam = check_number(lam, "lam", minimum=0.0)
     return n_far / (n_far + n_near * math.exp(2 * lam))
+
+
+def _far_args(contexts, n_near, lam, d, n_trials) -> np.ndarray:
+    """The far-mass simulations' arguments checked; the contexts as an int array (each above ``n_near``)."""
+    n_near = check_int(n_near, "n_near", minimum=1, maximum=_MAX_N)
+    Ns = np.asarray(check_ints(contexts, "contexts", minimum=n_near + 1, maximum=_MAX_N), dtype=int)
+    check_number(lam, "lam", minimum=0.0)
+    check_int(d, "d", minimum=2, maximum=_MAX_D)
+    n_trials = _count(n_trials, "n_trials", 1)
+    if n_trials * int(Ns.max()) > 2 ** 31:
+        raise ValueError(f"n_trials ({n_trials}) x the longest context ({int(Ns.max())}) is more than 2**31 logits")
+    return Ns
 
 
 def _far_logits(n_near: int, n_far: int, lam: float, d: int, n_trials: int, rng, near_value: Optional[float]):
@@ -262,8 +350,8 @@ def far_mass_rotation(contexts: Sequence[int], n_near: int = 16, lam: float = 4.
     Context ``N``: ``K = n_near`` near sources, ``M = N - K`` far ones. Returns ``{"contexts", "mean",
     "min", "bound"}``: mean and minimum over trials of the far mass, and :func:`far_mass_bound`.
     """
-    rng = np.random.default_rng(seed)
-    Ns = np.asarray(contexts, dtype=int)
+    Ns = _far_args(contexts, n_near, lam, d, n_trials)
+    rng = np.random.default_rng(check_seed(seed))
     mean, mn = [], []
     for N in Ns:
         l = _far_logits(n_near, N - n_near, lam, d, n_trials, rng, None)
@@ -283,6 +371,10 @@ def bias_far_mass_upper_bound(n_near: int, lam: float, slope: float, near_logit:
     worst case). Then ``far <= F = e^{lam - slope K} / (1 - e^{-slope})`` (a geometric series) and
     ``near >= S = e^{near_logit} (1 - e^{-slope K}) / (1 - e^{-slope})``, so ``rho_D <= F / (S + F)``.
     """
+    n_near = check_int(n_near, "n_near", minimum=1)
+    lam = check_number(lam, "lam", minimum=0.0, maximum=700.0)
+    slope = check_number(slope, "slope", positive=True)
+    check_number(near_logit, "near_logit", minimum=-700.0, maximum=700.0, optional=True)
     near_logit = -lam if near_logit is None else near_logit
     F = math.exp(lam - slope * n_near) / (1 - math.exp(-slope))
     S = math.exp(near_logit) * (1 - math.exp(-slope * n_near)) / (1 - math.exp(-slope))
@@ -297,8 +389,10 @@ def far_mass_bias(contexts: Sequence[int], n_near: int = 16, lam: float = 4.0, d
     Returns ``{"contexts", "mean", "max", "upper"}`` (``upper``: :func:`bias_far_mass_upper_bound` with the
     near content logits at ``lam``, as simulated).
     """
-    rng = np.random.default_rng(seed)
-    Ns = np.asarray(contexts, dtype=int)
+    Ns = _far_args(contexts, n_near, lam, d, n_trials)
+    check_number(slope, "slope", positive=True)
+    check_bool(gate, "gate")
+    rng = np.random.default_rng(check_seed(seed))
     mean, mx = [], []
     for N in Ns:
         l = _far_logits(n_near, N - n_near, lam, d, n_trials, rng, None)
@@ -333,7 +427,24 @@ def value_far_energy_closed_form(weights: np.ndarray, offsets: np.ndarray, b: np
     ``E[b^T P_j^T P_j' b] = sum_m |b_m|^2 Re(phi_m^{|n_j - n_j'|})`` (the angles between two sources on
     one route are a sum of ``|n_j - n_j'|`` i.i.d. steps); the noise term is ``d noise_std^2 sum a_j^2``.
     """
-    a = np.asarray(weights, dtype=float)
+    a = _array(weights, "weights", ndim=1)
+    if a.size == 0:
+        raise ValueError("weights must hold at least one far source")
+    offsets = _array(offsets, "offsets", ndim=1, minimum=0.0)
+    if offsets.size != a.size:
+        raise ValueError(f"weights and offsets must have one length (one per far source), got {a.size} and "
+                         f"{offsets.size}")
+    b = _array(b, "b", ndim=1)
+    if b.size % 2 or b.size == 0:
+        raise ValueError(f"b must have an even length d (SO(2) blocks), got {b.size}")
+    noise_std = check_number(noise_std, "noise_std", minimum=0.0)
+    if phi is not None:
+        if isinstance(phi, (str, bytes)):
+            raise TypeError(f"phi must be an array of complex numbers, got {type(phi).__name__}")
+        phi = np.asarray(phi, dtype=complex)
+        if phi.shape != (b.size // 2,) or not np.isfinite(phi).all() or (np.abs(phi) > 1 + 1e-12).any():
+            raise ValueError(f"phi must be [d/2] = [{b.size // 2}] finite values of modulus <= 1 (a characteristic "
+                             f"function), got shape {phi.shape}")
     noise = b.size * noise_std ** 2 * np.sum(a ** 2)
     if phi is None:
         return float(np.dot(b, b) * a.sum() ** 2 + noise)
@@ -355,7 +466,15 @@ def value_far_energy(n_far: int, n_near: int = 16, d: int = 16, sigma: float = 1
     SO(2) steps with token-dependent angles (:func:`so2_angle_table`). ``transport=False``: ``P = I``.
     Returns ``{"mean", "err", "closed_form"}`` (err: standard error of the mean).
     """
-    rng = np.random.default_rng(seed)
+    n_far, n_near = _count(n_far, "n_far", 1), _count(n_near, "n_near")
+    _dim(d, even=True)
+    check_number(noise_std, "noise_std", minimum=0.0)
+    n_trials = _count(n_trials, "n_trials", 2)
+    check_bool(transport, "transport")
+    check_seed(table_seed, "table_seed")
+    if n_trials * (n_far + n_near) * d > 2 ** 31:
+        raise ValueError("n_trials x (n_far + n_near) x d is more than 2**31 numbers")
+    rng = np.random.default_rng(check_seed(seed))
     table = so2_angle_table(vocab, d, sigma, np.random.default_rng(table_seed))
     offsets = np.arange(n_near, n_near + n_far)
     a = np.full(n_far, 1.0 / n_far)

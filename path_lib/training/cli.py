@@ -15,8 +15,10 @@ environment) it runs in one process, unwrapped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
+import io
 import os
 import sys
 from pathlib import Path
@@ -25,9 +27,15 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.nn as nn
 
+from ..validation import as_device, check_choice, check_instance, check_int, check_tensor
+
 __all__ = ["DistributedHooks", "wrap_model", "shard_rows", "build_parser", "run", "main"]
 
 PARALLEL = ("auto", "none", "ddp", "fsdp")
+
+
+class _UsageError(ValueError):
+    """A command line :func:`run` cannot run (a ValueError naming ``argv``; :func:`main` prints it as usage)."""
 
 
 class DistributedHooks:
@@ -40,8 +48,9 @@ class DistributedHooks:
 
     def __init__(self, mode: str, group=None):
         import torch.distributed as dist
-        if mode not in ("ddp", "fsdp"):
-            raise ValueError(f"mode must be 'ddp' or 'fsdp', got {mode!r}")
+        check_choice(mode, "mode", ("ddp", "fsdp"))
+        if group is not None and not isinstance(group, dist.ProcessGroup):
+            raise TypeError(f"group must be a torch.distributed.ProcessGroup or None, got {type(group).__name__}")
         if not dist.is_initialized():
             raise ValueError("DistributedHooks: torch.distributed is not initialised (run under torchrun)")
         self.mode, self.group = mode, group
@@ -78,6 +87,10 @@ class DistributedHooks:
 def wrap_model(model: nn.Module, mode: str, device=None) -> nn.Module:
     """``"ddp"``: ``DistributedDataParallel``; ``"fsdp"``: FSDP2, ``fully_shard`` on each of ``model.blocks``
     (when it has them) and then on the model; ``"none"``: unchanged."""
+    check_instance(model, "model", nn.Module, "an nn.Module")
+    check_choice(mode, "mode", ("none", "ddp", "fsdp"))
+    if device is not None:
+        as_device(device)
     if mode == "none":
         return model
     if mode == "ddp":
@@ -97,6 +110,11 @@ def wrap_model(model: nn.Module, mode: str, device=None) -> nn.Module:
 
 def shard_rows(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
     """Rows ``[r b, (r + 1) b)`` of a global batch ``x [world_size * b, ...]``."""
+    check_tensor(x, "x", dtypes=(x.dtype,) if isinstance(x, torch.Tensor) else (), finite=False)
+    if x.dim() == 0:
+        raise ValueError("x must have a batch dimension, got a 0-d tensor")
+    check_int(world_size, "world_size", minimum=1)
+    check_int(rank, "rank", minimum=0, maximum=world_size - 1)
     if x.shape[0] % world_size:
         raise ValueError(f"the global batch ({x.shape[0]}) must be a multiple of the world size ({world_size})")
     b = x.shape[0] // world_size
@@ -157,21 +175,24 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict:
     from .corpus import sample_windows
     from ..nn.model import TinyLM
     from .loop import TrainConfig, save_result, set_seed, train
+    from .state import discard_checkpoint
 
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     if args.batch < 1 or args.steps < 1 or args.seq_len < 1:
-        raise SystemExit("--batch, --steps and --seq-len must be positive")
+        raise _UsageError("argv: --batch, --steps and --seq-len must be positive")
     world, rank, device = _init_distributed(args.device)
     mode = args.parallel if args.parallel != "auto" else ("ddp" if world > 1 else "none")
     if mode != "none" and world == 1:
-        raise SystemExit(f"--parallel {mode} needs more than one process: launch with torchrun --nproc_per_node=N")
+        raise _UsageError(f"argv: --parallel {mode} needs more than one process: launch with torchrun "
+                          "--nproc_per_node=N")
     if mode == "none" and world > 1:
-        raise SystemExit("--parallel none with several processes would train independent copies; use ddp or fsdp")
+        raise _UsageError("argv: --parallel none with several processes would train independent copies; use ddp "
+                          "or fsdp")
     if args.batch % world:
-        raise SystemExit(f"--batch ({args.batch}) is the global batch and must be a multiple of the "
-                         f"number of processes ({world})")
+        raise _UsageError(f"argv: --batch ({args.batch}) is the global batch and must be a multiple of the "
+                          f"number of processes ({world})")
     if args.stop_after is not None and args.checkpoint_dir is None:
-        raise SystemExit("--stop-after leaves a resumable checkpoint: give --checkpoint-dir")
+        raise _UsageError("argv: --stop-after leaves a resumable checkpoint: give --checkpoint-dir")
     corpus = _corpus(args.corpus_bytes)
     cfg = TrainConfig(steps=args.steps, lr=args.lr, warmup=min(args.warmup, args.steps), seed=args.seed)
     set_seed(args.seed)                                   # the same initialisation on every rank
@@ -187,8 +208,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict:
     eval_sets = {"val": [sample_windows(corpus.val, args.batch, args.seq_len, generator=g_eval)
                          for _ in range(args.eval_batches)]} if args.eval_batches else None
     ck = str(Path(args.checkpoint_dir, "train_state.pt")) if args.checkpoint_dir else None
-    if ck is not None and not args.resume and rank == 0 and Path(ck).exists():
-        Path(ck).unlink()                                 # a fresh run: no stale state to resume from
+    if ck is not None and not args.resume and rank == 0:
+        discard_checkpoint(ck)                            # a fresh run: no stale state to resume from
     if hooks is not None:
         hooks.mean(torch.zeros(()))                       # rank 0 has cleared the old state
     result = train(model, sample, cfg, eval_sets=eval_sets, device=device, progress=args.progress and rank == 0,
@@ -204,6 +225,32 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict:
     if out is not None and rank == 0:
         save_result(out, result, command=f"{command}  [world_size={world}, {mode}]")
     return result
+
+
+def _parse(argv) -> argparse.Namespace:
+    """``argv`` (None: ``sys.argv[1:]``) parsed; a bad command line is a :class:`_UsageError` naming ``argv``
+    with argparse's own message (``--help`` still prints the help and exits)."""
+    if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple))
+                             or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"argv must be None or a list of str (the command line's words), got {argv!r:.80}")
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            raise
+        raise _UsageError(f"argv: {err.getvalue().strip().splitlines()[-1]}") from None
+    for flag, value, low in (("--d-model", args.d_model, 1), ("--layers", args.layers, 1), ("--heads", args.heads, 1),
+                             ("--corpus-bytes", args.corpus_bytes, 1), ("--eval-batches", args.eval_batches, 0),
+                             ("--log-every", args.log_every, 1), ("--warmup", args.warmup, 0),
+                             ("--stop-after", 0 if args.stop_after is None else args.stop_after, 0),
+                             ("--seed", args.seed, 0)):
+        if value < low:
+            raise _UsageError(f"argv: {flag} must be >= {low}, got {value}")
+    if not args.lr > 0 or args.lr == float("inf"):
+        raise _UsageError(f"argv: --lr must be a positive finite number, got {args.lr}")
+    return args
 
 
 @functools.lru_cache(maxsize=2)
@@ -223,7 +270,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     the last logged step on rank 0, and close the process group."""
     import torch.distributed as dist
     try:
-        r = run(argv)
+        try:
+            r = run(argv)
+        except _UsageError as e:
+            build_parser().error(str(e).removeprefix("argv: "))     # usage and the message, exit status 2
         if r["history"] and (not dist.is_initialized() or dist.get_rank() == 0):
             h = r["history"][-1]
             print(f"step {h['step']}: train loss {h['loss']:.4f}; steps done {r['steps_done']} of "

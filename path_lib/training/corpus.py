@@ -34,6 +34,9 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from ..validation import (as_device, check_generator, check_instance, check_int, check_number, check_path,
+                          check_str, check_tensor)
+
 __all__ = ["Corpus", "stdlib_root", "list_stdlib_files", "is_validation_file", "load_stdlib_corpus",
            "load_brown_corpus", "detokenize_brown", "BROWN_ARCHIVE", "load_corpus",
            "sample_windows", "encode", "decode", "VOCAB_SIZE", "SEPARATOR"]
@@ -50,6 +53,11 @@ class Corpus:
     val: torch.Tensor
     info: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        for name in ("train", "val"):
+            check_tensor(getattr(self, name), name, ndim=1, dtypes=(torch.uint8,), finite=False)
+        check_instance(self.info, "info", dict, "a dict")
+
     @property
     def vocab_size(self) -> int:
         return VOCAB_SIZE
@@ -62,9 +70,9 @@ def stdlib_root() -> Path:
 
 def list_stdlib_files(root: Optional[Path] = None) -> list:
     """Sorted list of ``*.py`` paths under ``root`` (default: the stdlib), site-packages excluded."""
-    root = stdlib_root() if root is None else Path(root)
+    root = stdlib_root() if root is None else check_path(root, "root", kind="dir")
     if not root.is_dir():
-        raise FileNotFoundError(f"corpus folder {root} does not exist (is this a full Python installation?)")
+        raise FileNotFoundError(f"root: corpus folder {root} does not exist (is this a full Python installation?)")
     files = [p for p in root.rglob("*.py")
              if p.is_file() and "site-packages" not in p.relative_to(root).parts
              and "dist-packages" not in p.relative_to(root).parts]
@@ -73,6 +81,8 @@ def list_stdlib_files(root: Optional[Path] = None) -> list:
 
 def is_validation_file(relpath: str, val_percent: float) -> bool:
     """True iff the SHA-1 of ``relpath`` (POSIX) lands in the first ``val_percent`` of 100 buckets."""
+    check_str(relpath, "relpath")
+    check_number(val_percent, "val_percent", minimum=0.0, maximum=100.0, open_min=True, open_max=True)
     h = int(hashlib.sha1(relpath.encode("utf-8")).hexdigest()[:8], 16)
     return (h % 10000) < val_percent * 100
 
@@ -91,11 +101,10 @@ def load_stdlib_corpus(*, max_bytes: int = 32_000_000, val_percent: float = 5.0,
     Returns:
         a :class:`Corpus`; ``info`` holds python version, root, files and bytes per split, a SHA-1 digest.
     """
-    if max_bytes < 1:
-        raise ValueError(f"max_bytes must be positive, got {max_bytes}")
-    if not (0 < val_percent < 100):
-        raise ValueError(f"val_percent must lie in (0, 100), got {val_percent}")
-    root = stdlib_root() if root is None else Path(root)
+    check_int(max_bytes, "max_bytes", minimum=1)
+    check_number(val_percent, "val_percent", minimum=0.0, maximum=100.0, open_min=True, open_max=True)
+    check_int(min_bytes, "min_bytes", minimum=0)
+    root = stdlib_root() if root is None else check_path(root, "root", kind="dir")
     files = list_stdlib_files(root)
     if not files:
         raise ValueError(f"no *.py files under {root}: the corpus is missing")
@@ -115,9 +124,10 @@ def load_stdlib_corpus(*, max_bytes: int = 32_000_000, val_percent: float = 5.0,
         digest.update(rel.encode() + b"\0" + data)
     train = b"".join(parts["train"])
     val = b"".join(parts["val"])
-    if len(train) + len(val) < min_bytes or min(len(train), len(val)) < min_bytes // 20:
-        raise ValueError(f"corpus under {root} is too small: {len(train)} train and {len(val)} validation "
-                         f"bytes (need at least {min_bytes} in all and {min_bytes // 20} per split)")
+    if len(train) + len(val) < min_bytes or min(len(train), len(val)) < max(1, min_bytes // 20):
+        raise ValueError(f"max_bytes {max_bytes} gives too small a corpus under root {root}: {len(train)} train and "
+                         f"{len(val)} validation bytes (min_bytes asks for {min_bytes} in all and "
+                         f"{max(1, min_bytes // 20)} per split; val_percent {val_percent} decides the split)")
     info = {"source": "python-stdlib", "python": platform.python_version(), "root": str(root),
             "files_total": len(files), "files_train": counts["train"], "files_val": counts["val"],
             "bytes_train": len(train), "bytes_val": len(val), "max_bytes": max_bytes,
@@ -225,10 +235,11 @@ def sample_windows(data: torch.Tensor, batch: int, length: int, *,
     Returns:
         ``x, y`` int64 ``[batch, length]`` with ``y[:, t] = x[:, t+1]`` in the data.
     """
-    if data.dim() != 1:
-        raise ValueError(f"data must be 1-D, got shape {tuple(data.shape)}")
-    if batch < 1 or length < 1:
-        raise ValueError(f"batch and length must be positive, got {batch}, {length}")
+    check_tensor(data, "data", ndim=1, dtypes=(torch.uint8,), finite=False)
+    check_int(batch, "batch", minimum=1)
+    check_int(length, "length", minimum=1)
+    check_generator(generator, optional=True)
+    device = None if device is None else as_device(device)
     if data.numel() < length + 1:
         raise ValueError(f"data has {data.numel()} bytes, too few for windows of length {length} (+1)")
     starts = torch.randint(0, data.numel() - length, (batch,), generator=generator)
@@ -241,11 +252,16 @@ def sample_windows(data: torch.Tensor, batch: int, length: int, *,
 
 def encode(text: str) -> torch.Tensor:
     """UTF-8 bytes of ``text`` as an int64 tensor ``[n]``."""
+    check_str(text, "text", empty=True)
     return torch.tensor(list(text.encode("utf-8")), dtype=torch.long)
 
 
 def decode(tokens) -> str:
-    """Bytes (a tensor or list of ints in [0, 256)) back to text (invalid UTF-8 replaced)."""
+    """Bytes (a 1-D integer tensor or a sequence of ints in [0, 256)) back to text (invalid UTF-8 replaced)."""
     if isinstance(tokens, torch.Tensor):
-        tokens = tokens.tolist()
-    return bytes(int(t) for t in tokens).decode("utf-8", errors="replace")
+        if tokens.dim() != 1 or tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be a 1-D integer tensor, got {tokens.dtype} of shape {tuple(tokens.shape)}")
+        check_tensor(tokens, "tokens", ndim=1, dtypes=(tokens.dtype,), finite=False)
+    from ..validation import check_ints
+    return bytes(check_ints(tokens, "tokens", min_len=0, minimum=0, maximum=VOCAB_SIZE - 1)).decode(
+        "utf-8", errors="replace")

@@ -17,6 +17,7 @@ of ``(inputs, targets)`` batches (fixed, so every evaluation sees the same data)
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import random
 import time
@@ -32,6 +33,9 @@ from ..ledger.comparison import (UnequalTrainingError, check_equal_training, com
                          json_key, paired_differences, run_record)
 from ..hardware import complete_presets, compute_dtype, preset_name
 from ..records import write_result
+from ..validation import (as_device, check_bool, check_callable, check_choice, check_finite, check_instance,
+                          check_int, check_mapping, check_number, check_numbers, check_path, check_seed, check_str,
+                          check_tensor, values_checked)
 from .state import Checkpoints, Progress, rng_state
 
 __all__ = [
@@ -61,22 +65,22 @@ class TrainConfig:
     checkpoint: Optional[str] = None     # path of a final checkpoint (model + optimiser state)
 
     def __post_init__(self):
-        for name in ("steps", "warmup", "eval_every", "seed"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-            if v < (1 if name == "steps" else 0):
-                raise ValueError(f"{name} must be >= {1 if name == 'steps' else 0}, got {v}")
+        """Check every field (a TypeError / ValueError naming it); ``betas`` becomes a tuple of floats."""
+        check_int(self.steps, "steps", minimum=1)
+        check_int(self.warmup, "warmup", minimum=0)
+        check_int(self.eval_every, "eval_every", minimum=0)
+        check_seed(self.seed, "seed")
         if self.warmup > self.steps:
             raise ValueError(f"warmup ({self.warmup}) must not exceed steps ({self.steps})")
-        for name in ("lr", "weight_decay", "grad_clip", "min_lr_ratio"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise TypeError(f"{name} must be a finite float, got {v!r}")
-            if v < 0 or (name == "lr" and v == 0):
-                raise ValueError(f"{name} must be {'> 0' if name == 'lr' else '>= 0'}, got {v}")
-        if self.min_lr_ratio > 1:
-            raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
+        check_number(self.lr, "lr", positive=True)
+        check_number(self.weight_decay, "weight_decay", minimum=0.0)
+        check_number(self.grad_clip, "grad_clip", minimum=0.0)
+        check_number(self.min_lr_ratio, "min_lr_ratio", minimum=0.0, maximum=1.0)
+        b1, b2 = check_numbers(self.betas, "betas", min_len=2, max_len=2, minimum=0.0, maximum=1.0, open_max=True)
+        self.betas = (b1, b2)
+        check_bool(self.autocast_bf16, "autocast_bf16")
+        if check_path(self.checkpoint, "checkpoint", optional=True, kind="file") is not None:
+            self.checkpoint = str(self.checkpoint)
 
 
 @dataclass
@@ -89,6 +93,16 @@ class Preset:
     task: Dict = field(default_factory=dict)         # task kwargs: length, p_ignore, ...
     eval_batch_size: int = 256
     eval_batches: int = 4
+
+    def __post_init__(self):
+        """Check every field (a TypeError / ValueError naming it)."""
+        check_instance(self.config, "config", TrainConfig)
+        self.config.__post_init__()
+        check_int(self.batch_size, "batch_size", minimum=1)
+        check_mapping(self.model, "model")
+        check_mapping(self.task, "task")
+        check_int(self.eval_batch_size, "eval_batch_size", minimum=1)
+        check_int(self.eval_batches, "eval_batches", minimum=1)
 
     def replace(self, **kw) -> "Preset":
         return dataclasses.replace(self, **kw)
@@ -141,23 +155,24 @@ PRESETS: Dict[str, Dict[str, Preset]] = {task: complete_presets(p) for task, p i
 def task_preset(task: str, which: Optional[str] = None) -> Preset:
     """The preset for ``task`` (a key of :data:`PRESETS`): ``which``, a preset's name
     (``path_lib.hardware.PRESET_NAMES``), or None for this machine's (:func:`path_lib.hardware.preset_name`)."""
-    if task not in PRESETS:
-        raise ValueError(f"task must be one of {tuple(PRESETS)}, got {task!r}")
+    check_choice(task, "task", tuple(PRESETS))
     which = preset_name() if which is None else which
-    if which not in PRESETS[task]:
-        raise ValueError(f"which must be one of {tuple(PRESETS[task])} or None, got {which!r}")
+    check_choice(which, "which", tuple(PRESETS[task]))
     return dataclasses.replace(PRESETS[task][which])
 
 
 def set_seed(seed: int) -> None:
-    """Seed Python, torch (CPU and CUDA)."""
+    """Seed Python, torch (CPU and CUDA). ``seed``: an int in ``[0, 2**63 - 1]``."""
+    check_seed(seed)
     random.seed(seed)
     torch.manual_seed(seed)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Learning rate at ``step`` (0-based): linear warm-up over ``cfg.warmup`` steps, then cosine to
-    ``cfg.lr * cfg.min_lr_ratio`` at ``cfg.steps``."""
+    ``cfg.lr * cfg.min_lr_ratio`` at ``cfg.steps`` (and after it)."""
+    check_int(step, "step", minimum=0)
+    check_instance(cfg, "cfg", TrainConfig)
     if cfg.warmup and step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     span = max(cfg.steps - cfg.warmup, 1)
@@ -166,10 +181,26 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def masked_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over positions with ``targets != -100``. logits ``[B, T, V]``, targets ``[B, T]``."""
+def masked_loss(logits: torch.Tensor, targets: torch.Tensor, *, check_values: Optional[bool] = None) -> torch.Tensor:
+    """Mean cross-entropy over positions with ``targets != -100``. logits ``[B, T, V]`` (float), targets
+    ``[B, T]`` (int64; each in ``[0, V)`` or -100). ``check_values`` (None: on CPU tensors only, no device
+    sync): finite logits and targets in range, else a ValueError naming them; a batch with nothing scored
+    is a ValueError always (its mean would be NaN)."""
+    check_tensor(logits, "logits", ndim=3, finite=False)
+    if not isinstance(targets, torch.Tensor):
+        raise TypeError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
+    if targets.dtype not in (torch.int64,):
+        raise TypeError(f"targets must be an int64 tensor, got {targets.dtype}")
     if logits.shape[:2] != targets.shape:
         raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} disagree on [B, T]")
+    if targets.device != logits.device:
+        raise ValueError(f"targets must be on logits' device ({logits.device}), got {targets.device}")
+    if logits.shape[-1] == 0:
+        raise ValueError("logits must have a vocabulary of at least one entry (V >= 1)")
+    if values_checked(check_values, logits):
+        check_finite(logits, "logits")
+        if not _check_targets(targets, logits.shape[-1], None):
+            raise ValueError(f"targets score no position (every target is {IGNORE_INDEX} or the batch is empty)")
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
                            ignore_index=IGNORE_INDEX)
 
@@ -180,6 +211,24 @@ def _autocast(device: torch.device, enabled: bool):
     return torch.autocast(device.type, enabled=False)
 
 
+def _check_batch(batch, where: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """One evaluation batch: an ``(inputs, targets)`` pair of tensors, or a TypeError naming ``where``."""
+    if not (isinstance(batch, (tuple, list)) and len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch)):
+        raise TypeError(f"{where} must hold (inputs, targets) pairs of tensors, got a {type(batch).__name__}")
+    return batch[0], batch[1]
+
+
+def _batches(batches, where: str):
+    """A re-iterable of batches (a list, a tuple, a :class:`GeneratedEval`, ...), not a tensor or a str."""
+    if isinstance(batches, (str, bytes, dict, torch.Tensor)) or not hasattr(batches, "__iter__"):
+        raise TypeError(f"{where} must be a list (or other re-iterable) of (inputs, targets) batches, "
+                        f"got {type(batches).__name__}")
+    if isinstance(batches, (list, tuple)):
+        for b in batches:
+            _check_batch(b, where)
+    return batches
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tensor]], *,
              device=None, autocast_bf16: bool = False, per_position: bool = False) -> Dict:
@@ -188,21 +237,42 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
     Returns ``{"loss", "accuracy" (fraction of scored tokens right), "error" (1 - accuracy),
     "sequence_accuracy" (all scored tokens of a sequence right), "n_tokens"}``; with
     ``per_position=True`` also ``"accuracy_by_position"`` (a list over t, NaN where nothing is scored).
+    Targets must be int64 in ``[0, V)`` or -100 (a ValueError naming ``batches`` otherwise).
     """
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    check_instance(model, "model", nn.Module, "an nn.Module")
+    return _evaluate(model, _batches(batches, "batches"), device=as_device(device) if device is not None else None,
+                     autocast_bf16=check_bool(autocast_bf16, "autocast_bf16"),
+                     per_position=check_bool(per_position, "per_position"), where="batches")
+
+
+@torch.no_grad()
+def _evaluate(model: nn.Module, batches, *, device, autocast_bf16: bool, per_position: bool, where: str) -> Dict:
+    """:func:`evaluate` on checked arguments; a bad batch is an error naming ``where``."""
+    first = next(model.parameters(), None)
+    device = torch.device(device) if device is not None else (first.device if first is not None else torch.device("cpu"))
     was_training = model.training
     model.eval()
     loss_sum, right, total, seq_right, seq_total = 0.0, 0, 0, 0, 0
     pos_right: Optional[torch.Tensor] = None                 # per position, summed over the batches
     pos_total: Optional[torch.Tensor] = None
-    for x, y in batches:
+    for batch in batches:
+        x, y = _check_batch(batch, where)
         x, y = x.to(device), y.to(device)
         with _autocast(device, autocast_bf16):
             logits = model(x)
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[:2] != y.shape:
+            raise ValueError(f"{where}: the model's logits {tuple(getattr(logits, 'shape', ()))} do not fit the "
+                             f"targets {tuple(y.shape)} ([B, T, V] against [B, T])")
+        if y.dtype != torch.int64:
+            raise TypeError(f"{where}: targets must be int64, got {y.dtype}")
+        try:
+            _check_targets(y, logits.shape[-1], None)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
         mask = y != IGNORE_INDEX
         n = int(mask.sum())
         if n:
-            loss_sum += float(masked_loss(logits, y)) * n
+            loss_sum += float(masked_loss(logits, y, check_values=False)) * n
         ok = (logits.argmax(-1) == y) & mask
         right += int(ok.sum())
         total += n
@@ -210,8 +280,8 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
         seq_total += int(mask.any(dim=1).sum())
         if per_position:
             pr, pt = ok.sum(0).double().cpu(), mask.sum(0).double().cpu()
-            pos_right = pr if pos_right is None else pos_right + pr
-            pos_total = pt if pos_total is None else pos_total + pt
+            pos_right = pr if pos_right is None or pr.shape != pos_right.shape else pos_right + pr
+            pos_total = pt if pos_total is None or pt.shape != pos_total.shape else pos_total + pt
     model.train(was_training)
     acc = right / total if total else float("nan")
     out: Dict[str, Union[float, List[float]]] = {
@@ -222,20 +292,12 @@ def evaluate(model: nn.Module, batches: Sequence[Tuple[torch.Tensor, torch.Tenso
     return out
 
 
-def _check_int(name: str, v, lo: int, *, optional: bool = False) -> None:
-    if optional and v is None:
-        return
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{name} must be an int{' or None' if optional else ''}, got {type(v).__name__}")
-    if v < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {v}")
-
-
-def _check_targets(y: torch.Tensor, vocab: int, step: int) -> bool:
+def _check_targets(y: torch.Tensor, vocab: int, step: Optional[int]) -> bool:
     """Raise if ``y`` holds a value outside ``[0, vocab)`` other than -100; return False if nothing is
     scored. One elementwise pass and one reduction (``.min()``) on ``y``'s device."""
+    at = "" if step is None else f"step {step}: "
     if y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
-        raise TypeError(f"step {step}: targets must be an integer tensor, got {y.dtype}")
+        raise TypeError(f"{at}targets must be an integer tensor, got {y.dtype}")
     if y.numel() == 0:
         return False
     ok = (y >= 0) & (y < vocab)
@@ -243,7 +305,7 @@ def _check_targets(y: torch.Tensor, vocab: int, step: int) -> bool:
     m = int(code.min())
     if m < 0:
         bad = torch.unique(y[code < 0])[:5].tolist()
-        raise ValueError(f"step {step}: targets must lie in [0, {vocab}) (the model's logit size) or be "
+        raise ValueError(f"{at}targets must lie in [0, {vocab}) (the model's logit size) or be "
                          f"{IGNORE_INDEX} (not scored); got {bad}")
     return m < vocab
 
@@ -252,31 +314,67 @@ def _check_targets(y: torch.Tensor, vocab: int, step: int) -> bool:
 # the training loop's parts: arguments, the time budget, bad batches, one step (checkpoints: train_state)
 # ----------------------------------------------------------------------------------------------
 
-def _check_train_args(model, sample, config, *, log_every, calibrate_steps, stop_after_steps, time_limit_s,
-                      deadline, on_nonfinite, distributed, loss_fn, checkpoint_path) -> None:
-    """:func:`train`'s arguments, or a named TypeError / ValueError."""
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-    if not callable(sample):
-        raise TypeError(f"sample must be callable, got {type(sample).__name__}")
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+def _accepts(fn, n_args: int) -> bool:
+    """Whether ``fn`` can be called with ``n_args`` positional arguments (True where Python cannot tell)."""
+    try:
+        inspect.signature(fn).bind(*range(n_args))
+    except TypeError:
+        return False
+    except ValueError:                     # no signature (some builtins): let the call decide
+        return True
+    return True
+
+
+_HOOKS = ("world_size", "is_writer", "mean", "state_dicts", "load_state_dicts")
+
+
+def _check_train_args(model, sample, config, *, eval_sets, device, progress, desc, log_every, time_limit_s,
+                      calibrate_steps, per_position, checkpoint_path, resume, deadline, stop_after_steps,
+                      callback, data_seed, on_nonfinite, distributed, loss_fn, checkpoint_every) -> None:
+    """:func:`train`'s arguments, or a TypeError / ValueError naming the bad one."""
+    check_instance(config, "config", TrainConfig)
+    check_callable(sample, "sample")
+    if not _accepts(sample, 2):
+        raise TypeError("sample must take (step, generator), two positional arguments")
+    check_instance(model, "model", nn.Module, "an nn.Module")
+    if not any(True for _ in model.parameters()):
+        raise ValueError("model has no parameters to train")
     config.__post_init__()                 # a config mutated after construction (p.config.steps = -1)
-    _check_int("log_every", log_every, 1)
-    _check_int("calibrate_steps", calibrate_steps, 1)
-    _check_int("stop_after_steps", stop_after_steps, 0, optional=True)
-    for name, v in (("time_limit_s", time_limit_s), ("deadline", deadline)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v)):
-            raise TypeError(f"{name} must be a number or None, got {v!r}")
-    if time_limit_s is not None and not time_limit_s > 0:
-        raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
-    if on_nonfinite not in ("raise", "skip"):
-        raise ValueError(f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}")
-    if distributed is not None and (deadline is not None or time_limit_s is not None):
-        raise ValueError("deadline and time_limit_s read each rank's clock, so ranks could stop at different "
-                         "steps: with distributed, use stop_after_steps")
-    if loss_fn is not None and not callable(loss_fn):
-        raise TypeError(f"loss_fn must be callable or None, got {type(loss_fn).__name__}")
+    check_mapping(eval_sets, "eval_sets", optional=True)
+    for name, batches in (eval_sets or {}).items():
+        check_str(name, "eval_sets' keys")
+        _batches(batches, f"eval_sets[{name!r}]")
+    if device is not None:
+        as_device(device, "device")
+    check_bool(progress, "progress")
+    check_str(desc, "desc", empty=True)
+    check_int(log_every, "log_every", minimum=1)
+    check_int(calibrate_steps, "calibrate_steps", minimum=1)
+    check_bool(per_position, "per_position")
+    check_path(checkpoint_path, "checkpoint_path", optional=True, kind="file")
+    check_bool(resume, "resume")
+    check_number(deadline, "deadline", finite=False, optional=True)
+    check_number(time_limit_s, "time_limit_s", positive=True, finite=False, optional=True)
+    check_int(stop_after_steps, "stop_after_steps", minimum=0, optional=True)
+    check_callable(callback, "callback", optional=True)
+    if callback is not None and not _accepts(callback, 2):
+        raise TypeError("callback must take (step, loss), two positional arguments")
+    check_seed(data_seed, "data_seed", optional=True)
+    check_choice(on_nonfinite, "on_nonfinite", ("raise", "skip"))
+    check_callable(loss_fn, "loss_fn", optional=True)
+    if loss_fn is not None and not _accepts(loss_fn, 2):
+        raise TypeError("loss_fn must take (logits, targets), two positional arguments")
+    if distributed is not None:
+        missing = [h for h in _HOOKS if not hasattr(distributed, h)]
+        if missing:
+            raise TypeError(f"distributed must be None or a data-parallel run's hooks (DistributedHooks), "
+                            f"got a {type(distributed).__name__} without {missing}")
+        if deadline is not None or time_limit_s is not None:
+            raise ValueError("deadline and time_limit_s read each rank's clock, so ranks could stop at different "
+                             "steps: with distributed, use stop_after_steps")
+    if check_int(checkpoint_every, "checkpoint_every", minimum=1, optional=True) is not None \
+            and checkpoint_path is None:
+        raise ValueError("checkpoint_every needs checkpoint_path (where to write the checkpoints)")
     if time_limit_s is not None and checkpoint_path is not None:
         raise ValueError("time_limit_s cuts the schedule to fit a budget; a resumable run (checkpoint_path) "
                          "keeps its schedule: pass deadline instead")
@@ -372,7 +470,7 @@ class _Step:
             return self._bad(step, "no scored position (all targets -100)", ValueError(
                 f"step {step}: the batch has no scored position (every target is {IGNORE_INDEX}); model and "
                 "optimizer are as before this step")), None, None
-        loss = masked_loss(logits, y) if self.loss_fn is None else self.loss_fn(logits, y)
+        loss = masked_loss(logits, y, check_values=False) if self.loss_fn is None else self.loss_fn(logits, y)
         lv = self._read(loss) if check else None
         if lv is not None and not math.isfinite(lv):
             return self._bad(step, f"loss {lv}", FloatingPointError(
@@ -400,8 +498,8 @@ def _run_evals(model, eval_sets: Dict, config: TrainConfig, device, evals: List[
                by_position: bool = False) -> Dict:
     rec: Dict[str, Union[int, Dict]] = {"step": at_step}
     for name, batches in eval_sets.items():
-        rec[name] = evaluate(model, batches, device=device, autocast_bf16=config.autocast_bf16,
-                             per_position=by_position)
+        rec[name] = _evaluate(model, batches, device=device, autocast_bf16=config.autocast_bf16,
+                              per_position=by_position, where=f"eval_sets[{name!r}]")
     evals.append(rec)
     return rec
 
@@ -459,7 +557,8 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
           deadline: Optional[float] = None, stop_after_steps: Optional[int] = None,
           callback: Optional[Callable[[int, float], None]] = None, data_seed: Optional[int] = None,
           on_nonfinite: str = "raise", distributed=None,
-          loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None) -> Dict:
+          loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
+          checkpoint_every: Optional[int] = None) -> Dict:
     """Train ``model`` (``forward(inputs) -> logits [B, T, V]``) on batches from ``sample``.
 
     Args:
@@ -477,7 +576,12 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         checkpoint_path: a resumable checkpoint. If it exists (and ``resume``), training continues from it
             (model, optimiser, schedule position, data generator and RNG states, history: bit-identical on
             CPU to an uninterrupted run); a file of another model or a damaged one is a ValueError naming
-            it. It is written whenever this call stops before the schedule ends.
+            it. It is written whenever this call stops before the schedule ends, and every ``checkpoint_every``
+            steps. Writes are atomic and keep the previous checkpoint (``path_lib.training.state``): a process
+            killed while writing, a failed write (a full disk: ``OSError``) or a damaged file later leaves the
+            last good checkpoint, and the next call resumes from it with a warning saying so.
+        checkpoint_every: with ``checkpoint_path``, also write the checkpoint after every this many steps
+            (a run killed outright, without a ``KeyboardInterrupt``, then loses at most that many steps).
         deadline: a ``time.time()`` value; training stops there WITHOUT changing the schedule (the run
             is then ``complete: False`` and resumes from ``checkpoint_path`` in a later call).
         stop_after_steps: stop once this many steps are done in all (same semantics as ``deadline``).
@@ -510,12 +614,14 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         ``wall_seconds`` (all calls), ``calls``, ``data_seed``, ``n_parameters``; ``skipped_steps``,
         ``[{"step", "reason"}]``.
     """
-    _check_train_args(model, sample, config, log_every=log_every, calibrate_steps=calibrate_steps,
-                      stop_after_steps=stop_after_steps, time_limit_s=time_limit_s, deadline=deadline,
+    _check_train_args(model, sample, config, eval_sets=eval_sets, device=device, progress=progress, desc=desc,
+                      log_every=log_every, time_limit_s=time_limit_s, calibrate_steps=calibrate_steps,
+                      per_position=per_position, checkpoint_path=checkpoint_path, resume=resume, deadline=deadline,
+                      stop_after_steps=stop_after_steps, callback=callback, data_seed=data_seed,
                       on_nonfinite=on_nonfinite, distributed=distributed, loss_fn=loss_fn,
-                      checkpoint_path=checkpoint_path)
+                      checkpoint_every=checkpoint_every)
     eval_sets = dict(eval_sets or {})
-    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = as_device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     steps_requested, world = config.steps, 1 if distributed is None else distributed.world_size
     set_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed if data_seed is None else data_seed)
@@ -531,8 +637,13 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
         evaluate_at(prog.steps_done)
     stopped_early = paused = False
     lr, snap, step = lr_at(max(prog.steps_done - 1, 0), config), None, prog.steps_done - 1
+    saved_at = prog.steps_done
     try:
         while step + 1 < config.steps:
+            if checkpoint_every and prog.steps_done % checkpoint_every == 0 and prog.steps_done != saved_at:
+                ckpt.save(model, opt, prog, gen.get_state(), rng_state(device), prog.tokens_seen,
+                          prog.wall_before + time.perf_counter() - t0)
+                saved_at = prog.steps_done
             if (deadline is not None and time.time() > deadline) or \
                     (stop_after_steps is not None and step + 1 >= stop_after_steps):
                 stopped_early = paused = True
@@ -581,7 +692,7 @@ def train(model: nn.Module, sample: Callable[[int, torch.Generator], Tuple[torch
 
 def save_result(path, result: Dict, *, command: Optional[str] = None) -> Path:
     """Write a result dict as JSON with a provenance block (:func:`path_lib.records.write_result`)."""
-    return write_result(path, result, command=command)
+    return write_result(path, check_mapping(result, "result"), command=command)
 
 
 class GeneratedEval:
@@ -594,11 +705,14 @@ class GeneratedEval:
 
     def __init__(self, task: str, batch_size: int, *, min_scored: int, seed: int = 12345,
                  max_batches: int = 100_000, **task_kwargs):
-        from .tasks import TASKS
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {tuple(TASKS)}, got {task!r}")
-        if min_scored < 1 or batch_size < 1:
-            raise ValueError(f"min_scored and batch_size must be positive, got {min_scored}, {batch_size}")
+        from .tasks import TASKS, make_task
+        check_choice(task, "task", tuple(TASKS))
+        check_int(batch_size, "batch_size", minimum=1)
+        check_int(min_scored, "min_scored", minimum=1)
+        check_seed(seed)
+        check_int(max_batches, "max_batches", minimum=1)
+        check_seed(seed + max_batches - 1, "seed + max_batches - 1")
+        make_task(task, 1, seed=seed, **task_kwargs)          # the task's own checks of task_kwargs, now
         self.task, self.batch_size, self.min_scored, self.seed = task, batch_size, min_scored, seed
         self.max_batches, self.task_kwargs = max_batches, dict(task_kwargs)
 
@@ -627,8 +741,12 @@ def task_eval_sets(task: str, preset: Preset, *, seed: int = 12345, **task_overr
     * flip_flop: ``id`` (the preset's p_ignore), ``ood_sparse`` (0.98), ``ood_dense`` (0.1), same length;
     * a5, mqrar: ``id`` at the preset's task parameters (with ``task_overrides``, e.g. ``length``).
     """
-    from .tasks import make_task
+    from .tasks import TASKS, make_task
 
+    check_choice(task, "task", tuple(TASKS))
+    check_instance(preset, "preset", Preset)
+    check_seed(seed)
+    check_seed(seed + 1000 * len(FLIP_FLOP_EVAL) + preset.eval_batches, "seed + the evaluation batches")
     kw = dict(preset.task, **task_overrides)
     out: Dict[str, List] = {}
     if task == "flip_flop":
@@ -657,9 +775,16 @@ def train_task(task: str, attention: str, preset: Preset, *, device=None, progre
     ``seed`` (default ``preset.config.seed``) seeds the initialisation and the data: runs of different
     models with the same seed see the same batches. ``checkpoint_path``, ``deadline``,
     ``stop_after_steps``: a resumable run (see :func:`train`)."""
+    from ..nn.layers import ATTENTION_LAYERS
     from ..nn.model import TinyLM
-    from .tasks import make_task
+    from .tasks import TASKS, make_task
 
+    check_choice(task, "task", tuple(TASKS))
+    check_choice(attention, "attention", tuple(ATTENTION_LAYERS))
+    check_instance(preset, "preset", Preset)
+    check_bool(return_model, "return_model")
+    check_seed(seed, optional=True)
+    check_mapping(eval_sets, "eval_sets", optional=True)
     if seed is not None:
         preset = preset.replace(config=dataclasses.replace(preset.config, seed=seed))
     _, _, vocab = make_task(task, 1, seed=0, **preset.task)

@@ -17,12 +17,15 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
+from ..validation import check_choice, check_generator, check_int, check_probability, check_seed
+
 __all__ = [
     "IGNORE_INDEX", "FLIP_FLOP_VOCAB", "flip_flop", "A5_ELEMENTS", "A5_GENERATORS", "a5_vocab",
     "a5_word_problem", "compose", "mqrar", "mqrar_vocab", "phonebook", "phonebook_vocab", "TASKS", "make_task",
 ]
 
 IGNORE_INDEX = -100
+_MAX_VOCAB = 2 ** 20            # MQRAR's keys and values: a vocabulary a token embedding can hold
 Batch = Tuple[torch.Tensor, torch.Tensor, List[str]]
 
 
@@ -31,32 +34,22 @@ Batch = Tuple[torch.Tensor, torch.Tensor, List[str]]
 # ----------------------------------------------------------------------------------------------
 
 def _int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    return check_int(value, name, minimum=minimum)
 
 
 def _prob(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
-    if not (0.0 <= float(value) < 1.0):
-        raise ValueError(f"{name} must lie in [0, 1), got {value}")
-    return float(value)
+    return check_probability(value, name, open_max=True)
 
 
 def _generator(seed, generator) -> torch.Generator:
     if generator is not None:
         if seed is not None:
             raise ValueError("pass either seed or generator, not both")
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        return generator
+        return check_generator(generator)
     if seed is None:
         raise ValueError("pass seed (an int) or generator (a torch.Generator): tasks are deterministic")
     g = torch.Generator()
-    g.manual_seed(_int(seed, "seed", minimum=0))
+    g.manual_seed(check_seed(seed))
     return g
 
 
@@ -125,8 +118,21 @@ A5_ELEMENTS: List[Tuple[int, ...]] = [p for p in itertools.permutations(range(5)
 _INDEX = {p: i for i, p in enumerate(A5_ELEMENTS)}
 
 
+def _permutation(p, name: str) -> Tuple[int, ...]:
+    """A permutation of ``range(len(p))`` as a tuple of ints."""
+    if isinstance(p, (str, bytes, dict)) or not hasattr(p, "__len__"):
+        raise TypeError(f"{name} must be a permutation (a tuple of ints), got {type(p).__name__}")
+    items = tuple(check_int(x, f"{name}[{i}]") for i, x in enumerate(p))
+    if sorted(items) != list(range(len(items))):
+        raise ValueError(f"{name} must be a permutation of 0..{len(items) - 1}, got {items}")
+    return items
+
+
 def compose(p, q) -> Tuple[int, ...]:
-    """``(p q)(a) = p(q(a))``: apply q first, then p."""
+    """``(p q)(a) = p(q(a))``: apply q first, then p (two permutations of ``range(n)``, one n)."""
+    p, q = _permutation(p, "p"), _permutation(q, "q")
+    if len(p) != len(q):
+        raise ValueError(f"p and q must permute one set 0..n-1, got {len(p)} and {len(q)} elements")
     return tuple(p[q[a]] for a in range(len(q)))
 
 
@@ -186,6 +192,8 @@ def a5_word_problem(batch_size: int, length: int = 64, *, seed: Optional[int] = 
 
 def mqrar_vocab(n_keys: int, n_values: int) -> List[str]:
     """Keys ``k0..`` (ids ``0..n_keys-1``), values ``v0..`` (next ``n_values`` ids), then ``?``."""
+    check_int(n_keys, "n_keys", minimum=1, maximum=_MAX_VOCAB)
+    check_int(n_values, "n_values", minimum=1, maximum=_MAX_VOCAB)
     return [f"k{i}" for i in range(n_keys)] + [f"v{i}" for i in range(n_values)] + ["?"]
 
 
@@ -210,9 +218,9 @@ def mqrar(batch_size: int, n_back: int = 1, *, length: int = 768, n_keys: int = 
     B = _int(batch_size, "batch_size")
     N = _int(n_back, "n_back")
     T = _int(length, "length", minimum=4)
-    K = _int(n_keys, "n_keys")
+    K = check_int(n_keys, "n_keys", minimum=1, maximum=_MAX_VOCAB)
     P = _int(n_pairs, "n_pairs")
-    V = K if n_values is None else _int(n_values, "n_values")
+    V = K if n_values is None else check_int(n_values, "n_values", minimum=1, maximum=_MAX_VOCAB)
     if P % K:
         raise ValueError(f"n_pairs ({P}) must be a multiple of n_keys ({K}): each key occurs n_pairs/n_keys times")
     r = P // K
@@ -288,6 +296,5 @@ TASKS: Dict[str, Callable[..., Batch]] = {"flip_flop": flip_flop, "a5": a5_word_
 
 def make_task(name: str, batch_size: int, *, seed=None, generator=None, **kwargs) -> Batch:
     """``make_task("flip_flop" | "a5" | "mqrar" | "phonebook", batch_size, seed=..., **task_kwargs)``."""
-    if name not in TASKS:
-        raise ValueError(f"task must be one of {tuple(TASKS)}, got {name!r}")
+    check_choice(name, "task name", tuple(TASKS))
     return TASKS[name](batch_size, seed=seed, generator=generator, **kwargs)

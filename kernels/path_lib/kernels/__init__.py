@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, NamedTuple
 
-from path_lib.validation import as_device
+from path_lib.validation import as_device, check_int
 
 from ._api import path_attention as _path_attention
 from ._api import transform_keys_to_end as _transform_keys_to_end
@@ -221,13 +221,27 @@ def _check_flag(x, name: str) -> None:
         raise TypeError(f"{name} must be a bool, got {type(x).__name__}")
 
 
+#: the block lengths ``block_size`` may name (the launcher's own choices; the kernels need a power of two
+#: of at least 16 rows for their matrix products)
+BLOCK_SIZES = (16, 32, 64)
+
+
+def _check_tuning(block_size, seg_blocks) -> None:
+    """The tuning overrides of :func:`path_attention` and :func:`kernel_config`: None, or ``block_size`` one
+    of :data:`BLOCK_SIZES` and ``seg_blocks`` an int >= 1 (a named TypeError / ValueError, before any launch)."""
+    check_int(block_size, "block_size", choices=BLOCK_SIZES, optional=True)
+    check_int(seg_blocks, "seg_blocks", minimum=1, optional=True)
+
+
 def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, check_values: bool = True,
                    block_size=None, seg_blocks=None):
     """Causal PaTH attention (PaTH-FoX with a gate) with Triton kernels: q ``[B, T, Hq, D]``; k, v, w
     ``[B, T, Hk, D]`` (w float32); beta ``[B, T, Hk]`` float32; g ``[B, T, Hq]`` float32 or None ->
     ``[B, T, Hq, D]`` in q's dtype, differentiable in every input (see ``_api.path_attention``).
-    ``check_values`` must be a bool (a ``TypeError`` otherwise)."""
+    ``check_values`` must be a bool (a ``TypeError`` otherwise); ``block_size`` (one of :data:`BLOCK_SIZES`) and
+    ``seg_blocks`` (an int >= 1) override the launcher's blocking."""
     _check_flag(check_values, "check_values")
+    _check_tuning(block_size, seg_blocks)
     return _path_attention(q, k, v, w, beta, g, scale=scale, cu_seqlens=cu_seqlens, check_values=check_values,
                            block_size=block_size, seg_blocks=seg_blocks)
 
@@ -244,12 +258,28 @@ def _check_positive_int(x, name: str) -> None:
         raise ValueError(f"{name} must be a positive int, got {x!r}")
 
 
+def _check_device_info(info: DeviceInfo, where: str) -> None:
+    """A device described by hand (``DeviceInfo(...)``, a dataclass of the hashed ``_config.py`` that keeps
+    no checks of its own): its fields as the configuration reads them, or a ValueError naming ``device``."""
+    from path_lib.validation import check_choice, check_ints, check_str
+    try:
+        check_choice(info.kind, "kind", ("cuda", "cpu", "meta"))
+        check_ints(info.capability, "capability", min_len=2, max_len=2, minimum=0)
+        check_int(info.smem, "smem", minimum=0)
+        check_int(info.sms, "sms", minimum=0)
+        check_str(info.name, "name", empty=True)
+        check_str(info.key, "key", optional=True)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{where}: device, a DeviceInfo, has a bad field: {e}") from None
+
+
 def _device_arg(device, where: str):
     """``device`` for the configuration: a :class:`DeviceInfo` as it is, else a ``torch.device``
     (``path_lib.validation.as_device`` of a name or a ``torch.device``; a bare int index is refused);
     errors name ``where``'s ``device``."""
     import torch
     if isinstance(device, DeviceInfo):
+        _check_device_info(device, where)
         return device
     try:
         if not isinstance(device, (str, torch.device)):
@@ -271,6 +301,7 @@ def kernel_config(device, dtype, D: int, T: int, forward_only: bool = False, *, 
     _check_positive_int(D, "D")
     _check_positive_int(T, "T")
     _check_flag(forward_only, "forward_only")
+    _check_tuning(block_size, seg_blocks)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"kernel_config: dtype must be a torch.dtype, got {type(dtype).__name__}")
     device = _device_arg(device, "kernel_config")

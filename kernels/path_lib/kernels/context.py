@@ -22,6 +22,8 @@ from typing import Optional, cast
 
 import torch
 
+from path_lib.validation import check_tensor
+
 from ._api import _pad_head_dim, _validate
 from ._autograd import _retry_smaller
 from ._backward import _backward_impl
@@ -60,6 +62,11 @@ def chunk_forward(q, k, v, w, beta, G: Optional[torch.Tensor], scale: float):
     checked (a named ``ValueError`` / ``TypeError``), values are not (no device sync).
     Returns ``(o [B, T, Hq, D] in q's dtype, lse [B, Hq, T] float32 natural log, ChunkState)``.
     """
+    if G is not None:                                # (the kernels' own check would call it g)
+        check_tensor(G, "G", ndim=3, dtypes=(torch.float32,), finite=False)
+        check_tensor(q, "q", ndim=4, finite=False)
+        if G.shape != q.shape[:3]:
+            raise ValueError(f"G must have shape {tuple(q.shape[:3])} (like q's [B, T, Hq]), got {tuple(G.shape)}")
     scale = _validate(q, k, v, w, beta, G, scale, False)[-1]
     B, T, Hq, D = q.shape
     Dk = 64 if _pad_head_dim(q) else D               # head dim 32 runs as 64 on Hopper (see _pad_head_dim)
@@ -118,6 +125,8 @@ def chunk_backward(state: ChunkState, o: torch.Tensor, lse: torch.Tensor, do: to
 def chunk_unfit(q: torch.Tensor, v: torch.Tensor) -> Optional[str]:
     """Why the kernels cannot run one chunk of ``q [B, T, Hq, D]``, ``v [B, T, Hk, Dv]`` (None if they can):
     the head dims, the dtype and the device they need, in words."""
+    check_tensor(q, "q", ndim=4, finite=False)
+    check_tensor(v, "v", ndim=4, finite=False)
     from . import HEAD_DIMS
     from ._api import _check_device
     from ._config import _QDTYPES

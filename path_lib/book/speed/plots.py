@@ -24,8 +24,8 @@ def _grid(rec, title):
             axes[i, j].set_title(f"D = {D}, {'forward' if mode == 'fwd' else 'forward + backward'}")
             axes[i, j].set_xlabel("T (log scale)")
     if rec is not None and "provenance" in rec:
-        from ...records import provenance_label
-        fig.suptitle(title + "\n" + provenance_label(rec).split("; command:")[0], fontsize="medium")
+        p = rec["provenance"]     # the full provenance is in the dropdown under the figure
+        fig.suptitle(f"{title}\nrecorded on an {p['device']}, {str(p['date'])[:10]}", fontsize="medium")
     return fig, axes, Ds
 
 
