@@ -202,13 +202,13 @@ def build_model(name: str, cfg: LMConfig, *, device="cpu", path_backend_name: st
                 seed: Optional[int] = None) -> TinyLM:
     """A byte-level ``TinyLM`` (vocab 256) with the attention of ``MODELS[name]``, seeded (a legacy name of
     :data:`LEGACY_MODEL_NAMES` builds today's model of that name)."""
-    from ..nn.layers import BACKENDS
+    from ..impl import CHOICES
     name = LEGACY_MODEL_NAMES.get(check_str(name, "name"), name)
     if name not in MODELS:
         raise ValueError(f"name must be a model of {sorted(MODELS)}, got {name!r}")
     check_instance(cfg, "cfg", LMConfig)
     device = as_device(device)
-    check_choice(path_backend_name, "path_backend_name", BACKENDS)
+    check_choice(path_backend_name, "path_backend_name", CHOICES["path_layer"])
     torch.manual_seed(cfg.seed if check_seed(seed, optional=True) is None else seed)
     kw = dict(MODELS[name])
     if kw["attention"] in ("path", "path_fox"):
