@@ -88,6 +88,12 @@ class DeviceInfo:
             raise ValueError(f"capability must be (major, minor), two ints, got {cap!r}")
         if self.kind == "cuda" and cap == (0, 0):
             raise ValueError("capability must be (major, minor) for a CUDA device, got (0, 0)")
+        check_ints(cap, "capability", min_len=2, max_len=2, minimum=0)
+        check_str(self.name, "name", empty=True)
+        check_str(self.key, "key", optional=True)
+        check_int(self.smem, "smem", minimum=0)
+        check_int(self.sms, "sms", minimum=0)
+        check_number(self.memory_gb, "memory_gb", minimum=0)
 
     @staticmethod
     def of(dev: Any) -> "DeviceInfo":
