@@ -158,7 +158,8 @@ def task_preset(task: str, which: Optional[str] = None) -> Preset:
     check_choice(task, "task", tuple(PRESETS))
     which = preset_name() if which is None else which
     check_choice(which, "which", tuple(PRESETS[task]))
-    return dataclasses.replace(PRESETS[task][which])
+    p = PRESETS[task][which]      # a copy whose dicts are its own: a caller's edit never reaches PRESETS
+    return dataclasses.replace(p, config=dataclasses.replace(p.config), model=dict(p.model), task=dict(p.task))
 
 
 def set_seed(seed: int) -> None:
