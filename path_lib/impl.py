@@ -116,7 +116,7 @@ def resolve_backend(backend: str, *, device, dtype: Optional[torch.dtype] = None
         import and are verified (:func:`kernels_state`), otherwise ``"blockwise"``; softmax's ``"sdpa"``
         on CUDA, otherwise ``"reference"``.
     Raises:
-        ValueError naming ``name``: a name ``call`` does not take; ``"triton"`` where the kernels do not
+        ValueError: naming ``name``, for a name ``call`` does not take; ``"triton"`` where the kernels do not
         import or ``unfit`` says they cannot take the inputs.
     """
     check_choice(call, "call", tuple(CHOICES))
