@@ -112,12 +112,12 @@ def resolve_backend(backend: str, *, device, dtype: Optional[torch.dtype] = None
             ``"context_parallel"`` or ``"softmax_layer"``.
     Returns:
         ``backend`` itself, except for ``"auto"``: PaTH's ``"triton"`` only on CUDA, at a head dim in
-        :data:`KERNEL_HEAD_DIMS`, a dtype in :data:`KERNEL_DTYPES`, no ``unfit`` reason, with kernels that
+        ``KERNEL_HEAD_DIMS``, a dtype in ``KERNEL_DTYPES``, no ``unfit`` reason, with kernels that
         import and are verified (:func:`kernels_state`), otherwise ``"blockwise"``; softmax's ``"sdpa"``
         on CUDA, otherwise ``"reference"``.
     Raises:
-        ValueError: naming ``name``, for a name ``call`` does not take; ``"triton"`` where the kernels do not
-        import or ``unfit`` says they cannot take the inputs.
+        ValueError: naming ``name``, for a name ``call`` does not take; ``"triton"`` where the kernels
+            do not import or ``unfit`` says they cannot take the inputs.
     """
     check_choice(call, "call", tuple(CHOICES))
     check_choice(backend, name, CHOICES[call])

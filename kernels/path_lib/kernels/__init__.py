@@ -81,7 +81,7 @@ _HASHED_ELSEWHERE: tuple = ()
 
 
 def _kernel_files():
-    """``(name, text)`` of everything the gate hashes: :data:`_SOURCES`, then :data:`_HASHED_ELSEWHERE`
+    """``(name, text)`` of everything the gate hashes: ``_SOURCES``, then ``_HASHED_ELSEWHERE``
     (a class's source, decorators included)."""
     import ast
     import importlib
@@ -98,7 +98,7 @@ def _kernel_files():
 
 
 def sources_sha256() -> str:
-    """SHA-256 of the hashed code's raw bytes (:data:`_SOURCES`, then :data:`_HASHED_ELSEWHERE`, in order)."""
+    """SHA-256 of the hashed code's raw bytes (``_SOURCES``, then ``_HASHED_ELSEWHERE``, in order)."""
     h = hashlib.sha256()
     for _, text in _kernel_files():
         h.update(text.encode())
@@ -150,7 +150,7 @@ def code_sha256() -> str:
 class Verification(NamedTuple):
     """What :func:`verification` found. ``code``: this code is the swept code; ``triton``: the installed
     Triton version (``""`` without Triton); ``verified``: both the code and the Triton version (major.minor)
-    are the sweep's (:data:`GPU_VERIFIED`); ``reason``: why not, in a sentence (``""`` when verified)."""
+    are the sweep's (``GPU_VERIFIED``); ``reason``: why not, in a sentence (``""`` when verified)."""
     verified: bool
     code: bool
     triton: str
@@ -228,7 +228,7 @@ BLOCK_SIZES = (16, 32, 64)
 
 def _check_tuning(block_size, seg_blocks) -> None:
     """The tuning overrides of :func:`path_attention` and :func:`kernel_config`: None, or ``block_size`` one
-    of :data:`BLOCK_SIZES` and ``seg_blocks`` an int >= 1 (a named TypeError / ValueError, before any launch)."""
+    of ``BLOCK_SIZES`` and ``seg_blocks`` an int >= 1 (a named TypeError / ValueError, before any launch)."""
     check_int(block_size, "block_size", choices=BLOCK_SIZES, optional=True)
     check_int(seg_blocks, "seg_blocks", minimum=1, optional=True)
 
@@ -238,7 +238,7 @@ def path_attention(q, k, v, w, beta, g=None, *, scale=None, cu_seqlens=None, che
     """Causal PaTH attention (PaTH-FoX with a gate) with Triton kernels: q ``[B, T, Hq, D]``; k, v, w
     ``[B, T, Hk, D]`` (w float32); beta ``[B, T, Hk]`` float32; g ``[B, T, Hq]`` float32 or None ->
     ``[B, T, Hq, D]`` in q's dtype, differentiable in every input (see ``_api.path_attention``).
-    ``check_values`` must be a bool (a ``TypeError`` otherwise); ``block_size`` (one of :data:`BLOCK_SIZES`) and
+    ``check_values`` must be a bool (a ``TypeError`` otherwise); ``block_size`` (one of ``BLOCK_SIZES``) and
     ``seg_blocks`` (an int >= 1) override the launcher's blocking."""
     _check_flag(check_values, "check_values")
     _check_tuning(block_size, seg_blocks)
