@@ -25,8 +25,8 @@ Layout (one subpackage per kind of code; an arrow is "imports")::
       book/           the chapters' helpers only: notebook, widgets, viz, speed, kernel_diagrams
 
     book -> experiments -> training -> distributed, ledger, nn -> impl -> decoding, kernels
-      -> blockwise -> reference -> hardware, records, theory, validation
-    (the bottom layer imports nothing of path_lib; the references only compute, impl chooses)
+      -> blockwise -> hardware, records, reference, theory -> validation
+    (validation imports nothing of path_lib; the references only compute, impl chooses)
 
 The Triton kernels are ``path_lib.kernels``. Their source lives beside ``path_lib`` in the repository's
 ``kernels/`` folder (the design keeps the three kinds of code apart in the tree), at its import path:

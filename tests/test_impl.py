@@ -34,6 +34,7 @@ def _callers(monkeypatch):
     finally:
         sys.path.remove(str(ROOT / "scripts" / "experiments"))
     monkeypatch.setattr(run_synthetic, "_kernel_ok", lambda D: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)     # the device checks see the faked GPU
     return {"layer": PaTHAttention(128, 2, backend="auto")._plan(fake_cuda()).attention,
             "distributed": _resolve_impl("auto", fake_cuda(), fake_cuda()),
             "experiments.lm": path_backend("cuda"),

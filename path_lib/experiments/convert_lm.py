@@ -60,6 +60,7 @@ from ..nn.layers import PaTHAttention
 from ..nn.model import TinyLM
 from .lm import evaluate_lengths
 from ..training.tasks import flip_flop
+from ..impl import CHOICES
 from ..validation import (as_device, check_bool, check_choice, check_generator, check_instance, check_int,
                           check_ints, check_mapping, check_number, check_probability, check_seed)
 from ..training.loop import (IGNORE_INDEX, TrainConfig, check_equal_training, comparison_table, evaluate,
@@ -449,7 +450,7 @@ def run_arm(arm: str, cfg: ConvConfig, corpus: Corpus, seed: int, *, device="cpu
     check_seed(seed)
     check_seed(seed + 1000 * len(PHASES) + 5001, "seed + the phases' offsets")
     device = as_device(device)
-    check_choice(backend, "backend", ("blockwise", "triton", "auto", "reference"))
+    check_choice(backend, "backend", CHOICES["path_layer"])
     sd = Path(state_dir) if state_dir is not None else None
     if sd is not None:
         sd.mkdir(parents=True, exist_ok=True)
@@ -604,7 +605,7 @@ def run_conversion(cfg: ConvConfig, seeds: Sequence[int] = (0, 1, 2), *, device=
     seeds = check_ints(seeds, "seeds", minimum=0)
     device = as_device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     check_instance(corpus, "corpus", Corpus, optional=True)
-    check_choice(backend, "backend", ("blockwise", "triton", "auto", "reference"), optional=True)
+    check_choice(backend, "backend", CHOICES["path_layer"], optional=True)
     check_int(workers, "workers", minimum=1)
     check_bool(verbose, "verbose")
     if on_seed_done is not None and not callable(on_seed_done):

@@ -287,7 +287,7 @@ def probe_retrieval(model: TinyLM, lengths: Sequence[int], n_examples: int, fill
     examples at each length are seeded (the same for every model); ``filler`` should be held-out bytes.
     Returns ``{"lengths": [...], "exact": [...], "digit_acc": [...], "n": n_examples}``.
     """
-    check_instance(model, "model", TinyLM)
+    check_instance(model, "model", torch.nn.Module, "a torch.nn.Module (bytes [B, T] -> logits [B, T, 256])")
     lengths = check_ints(lengths, "lengths", minimum=64)
     check_int(n_examples, "n_examples", minimum=1)
     check_tensor(filler, "filler", ndim=1, dtypes=(torch.uint8, torch.int64, torch.int32), finite=False)
@@ -414,7 +414,7 @@ def evaluate_lengths(model: TinyLM, data: torch.Tensor, lengths: Sequence[int], 
     Returns:
         ``{"lengths", "loss", "ppl", "windows", "scored_bytes"}`` (loss in nats per byte).
     """
-    check_instance(model, "model", TinyLM)
+    check_instance(model, "model", torch.nn.Module, "a torch.nn.Module (bytes [B, T] -> logits [B, T, 256])")
     lengths = check_ints(lengths, "lengths", minimum=1)
     check_int(train_len, "train_len", minimum=1)
     check_int(tokens_per_length, "tokens_per_length", minimum=1)

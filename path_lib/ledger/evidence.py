@@ -257,8 +257,8 @@ def p_text(p: float) -> str:
 
 
 def public_command(command: str) -> str:
-    """A recorded command without the options that name this machine's folders or time limits
-    (``--out``, ``--state``, ``--resume-from``, ``--budget-s``, ``--job-budget-s``)."""
+    """A recorded command without the options that name this machine's folders or time limits (the
+    output, state and resume folders, the call's and each job's wall-clock limit)."""
     private = {"--out", "--state", "--resume-from", "--budget-s", "--job-budget-s"}
     words, out, skip = shlex.split(command), [], False
     for w in words:

@@ -166,12 +166,18 @@ def tost_sign_flip_p(diffs: Sequence[float], low: float, high: float) -> float:
 
 def smallest_p_paired(n: int) -> float:
     """The smallest p-value the exact sign-flip test can give with ``n`` paired seeds: ``1 / 2^n``."""
-    return 1.0 / 2 ** _check_n(n)
+    return 2.0 ** -_check_n(n)         # a float power: 0.0 past 1074 seeds, at once for any n
 
 
 def smallest_p_unpaired(n_a: int, n_b: int) -> float:
     """The smallest p-value of the exact two-sample permutation test: ``1 / C(n_a + n_b, n_a)``."""
-    return 1.0 / math.comb(_check_n(n_a, "n_a") + _check_n(n_b, "n_b"), n_a)
+    n_a, n_b = _check_n(n_a, "n_a"), _check_n(n_b, "n_b")
+    if n_a + n_b > 2000:               # by logarithms (float accuracy), so that a huge n costs nothing
+        k, n = min(n_a, n_b), n_a + n_b
+        if k > 1100:                   # C(n, k) >= 2^k for n >= 2k: below float's smallest number
+            return 0.0
+        return math.exp(-sum(math.log(n - k + i) - math.log(i) for i in range(1, k + 1)))
+    return 1.0 / math.comb(n_a + n_b, n_a)
 
 
 def _resample_means(x: List[float], exact_max: int, n_resamples: int, seed: int) -> Iterator[Tuple[float, float]]:

