@@ -69,6 +69,17 @@ def test_run_equal_pauses_packs_and_resumes_bit_identically(equal, tmp_path):
     assert row["ood_sparse_reads"] >= 200 and resumed["provenance"]["command"].startswith("python scripts/experiments/run_equal.py")
 
 
+def test_run_equal_starts_runs_that_will_pause_only_where_their_state_comes_back(equal):
+    """A fresh flip-flop run predicted at 300 s starts with 110 s left (it pauses and resumes next call);
+    a fresh LM run does not (its checkpoint is over the return limit), nor one with too short a slice."""
+    assert equal.skip_reason("flip_flop", 300.0, False, 110.0, 45.0) is None
+    assert "predicted" in equal.skip_reason("lm", 300.0, False, 250.0, 120.0)
+    assert equal.skip_reason("lm", 300.0, True, 250.0, 120.0) is None           # a resumed LM run goes on
+    assert "predicted" in equal.skip_reason("flip_flop", 300.0, False, 80.0, 45.0)
+    assert equal.skip_reason("flip_flop", None, False, 80.0, 45.0) is None       # no rate known yet
+    assert equal.skip_reason("flip_flop", 10.0, True, 50.0, 45.0) == "50s left"
+
+
 def test_run_equal_a5_summary_keeps_chapter_layout(equal):
     def run(att, L, T, seed, acc):
         rec = {"model": att, "seed": seed, "steps_done": 10, "steps_planned": 10, "tokens_seen": 5, "complete": True,

@@ -443,6 +443,24 @@ def unpack_state(sources, state: Path) -> int:
         return len(tf.getnames())
 
 
+#: the shortest slice of training worth starting a fresh run for when it will pause before it ends
+MIN_SLICE_S = 45.0
+
+
+def skip_reason(phase: str, predicted_s, resumed: bool, left: float, margin: float):
+    """Why a job is not started with ``left`` seconds of the call remaining (None: start it). A run needs
+    ``margin`` seconds after its deadline to evaluate and save. A fresh run predicted (``predicted_s``, from
+    the rates of earlier calls) not to finish still starts when its checkpoint comes back in the state
+    (every phase but lm, whose checkpoints are over the return limit) and it gets at least
+    :data:`MIN_SLICE_S` of training: it pauses at the deadline and the next call resumes it."""
+    if left < margin + 15:
+        return f"{left:.0f}s left"
+    if predicted_s is not None and not resumed and predicted_s > left - 5 and (
+            phase == "lm" or left - margin < MIN_SLICE_S):
+        return f"predicted {predicted_s:.0f}s > {left:.0f}s left"
+    return None
+
+
 def pack_state(state: Path, out: Path, log) -> list:
     """Pack ``state`` into ``out/state.tar`` (split into 15 MiB parts if needed). Checkpoints that would
     push the total past 3 parts are dropped (their runs restart next call) and reported: with the four
@@ -593,11 +611,9 @@ def main(argv=None):
                 left = deadline_call - time.time()
                 rate = rates.get(_rate_key(j))
                 resumed = (state / "ckpt" / f"{j['id']}.pt").exists()
-                if rate is not None and not resumed and rate["seconds"] > left - 5:
-                    log(f"  skip {j['id']}: predicted {rate['seconds']:.0f}s > {left:.0f}s left")
-                    continue
-                if left < margin + 15:
-                    log(f"  skip {j['id']}: {left:.0f}s left")
+                why = skip_reason(j["phase"], rate and rate["seconds"], resumed, left, margin)
+                if why:
+                    log(f"  skip {j['id']}: {why}")
                     continue
                 j = dict(j, args=vars(args), state=str(state), device=device, backend=backend,
                          deadline=deadline_call - margin)

@@ -32,5 +32,5 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || tr
 # shellcheck disable=SC2086
 python3 scripts/experiments/run_equal.py --phases "$PHASES" --state /tmp/path_book_gpu_state \
     --resume-from runs/gpu_state --out "$OUT" --budget-s "${BUDGET_S:-510}" --workers "${WORKERS:-14}" \
-    ${EXTRA:-} 2>&1 | grep -v -E "skip |Warning|warnings.warn" | tail -n 60
+    ${EXTRA:-} 2>&1 | grep -v -E "Warning|warnings.warn" | tail -n 60
 ls -la "$OUT"
