@@ -189,6 +189,7 @@ def check_bool(value, name: str) -> bool:
 
 
 def check_optional_bool(value, name: str) -> Optional[bool]:
+    """A bool or None (a three-way switch: on, off, or decided by the callee); returned unchanged."""
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"{name} must be None or a bool, got {type(value).__name__}")
     return value

@@ -30,10 +30,10 @@ from urllib.parse import urlparse
 
 import pytest
 from path_lib.book.notebook import toc_files
+from site_helpers import HTML, built_html
 
 ROOT = Path(__file__).resolve().parent.parent
 # The built site; PATH_BOOK_HTML points the tests at another build (e.g. an older one, to compare).
-HTML = Path(os.environ.get("PATH_BOOK_HTML", ROOT / "_build" / "html"))
 CHROMIUM = os.environ.get("PATH_BOOK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -311,11 +311,7 @@ def toc_pages() -> list[str]:
 @pytest.fixture(scope="session")
 def site():
     """Base URL of the built site served on 127.0.0.1 (a free port), for the whole session."""
-    if not (HTML / "index.html").exists():
-        msg = f"{HTML / 'index.html'} does not exist: run `make book` first"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (CI is set, so a missing build is a failure)")
-        pytest.skip(msg)
+    built_html()
 
     handler = functools.partial(_QuietHandler, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -14,16 +14,15 @@ Without a build: skipped locally, failed when $CI is set (`make test` builds fir
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from path_lib.book.notebook import toc_files
+from site_helpers import built_html
 
 ROOT = Path(__file__).resolve().parent.parent
-HTML = Path(os.environ.get("PATH_BOOK_HTML", ROOT / "_build" / "html"))
 
 #: What a reader must not see, by kind.
 STATUS_WORDS = {
@@ -142,12 +141,7 @@ def test_only_visible_text_is_scanned():
 
 @pytest.fixture(scope="module")
 def site():
-    if not (HTML / "index.html").exists():
-        msg = f"{HTML / 'index.html'} does not exist: run `make book` first"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (CI is set, so a missing build is a failure)")
-        pytest.skip(msg)
-    return HTML
+    return built_html()
 
 
 @pytest.mark.parametrize("docname", toc_files(ROOT))
