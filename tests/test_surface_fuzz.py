@@ -1109,8 +1109,6 @@ def test_cli_main_prints_usage_for_a_bad_command_line(capsys):
 #: description and the preset table), and their new checks are the next pass's work. Strict: a case that
 #: starts passing fails here until it leaves this list.
 KNOWN_GAPS = {
-    "path_lib.hardware.describe_device", "path_lib.hardware.hardware_class", "path_lib.hardware.preset_name",
-    "path_lib.hardware.compute_dtype", "path_lib.hardware.pick_preset",
     "path_lib.ledger.stats.smallest_p_paired", "path_lib.ledger.stats.smallest_p_unpaired",
     "path_lib.ledger.evidence.evaluate", "path_lib.ledger.evidence.p_text",
     "path_lib.ledger.claims.check_statistics", "path_lib.ledger.claims.validate",
