@@ -71,9 +71,8 @@ def _check_alternative(alternative: str) -> float:
 
 
 def _check_n(n, name: str = "n") -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{name} must be a positive int, got {n!r}")
-    return n
+    """A count of seeds or draws: an int from 1 to :data:`~path_lib.validation.INT_MAX`."""
+    return check_int(n, name, minimum=1)
 
 
 def _check_level(level: float) -> None:
@@ -165,12 +164,14 @@ def tost_sign_flip_p(diffs: Sequence[float], low: float, high: float) -> float:
 
 
 def smallest_p_paired(n: int) -> float:
-    """The smallest p-value the exact sign-flip test can give with ``n`` paired seeds: ``1 / 2^n``."""
+    """The smallest p-value the exact sign-flip test can give with ``n`` paired seeds: ``1 / 2^n``.
+    ``n``: an int from 1 to 2^63 - 1 (a TypeError or ValueError naming it otherwise)."""
     return 2.0 ** -_check_n(n)         # a float power: 0.0 past 1074 seeds, at once for any n
 
 
 def smallest_p_unpaired(n_a: int, n_b: int) -> float:
-    """The smallest p-value of the exact two-sample permutation test: ``1 / C(n_a + n_b, n_a)``."""
+    """The smallest p-value of the exact two-sample permutation test: ``1 / C(n_a + n_b, n_a)``.
+    ``n_a``, ``n_b``: ints from 1 to 2^63 - 1 (a TypeError or ValueError naming the argument otherwise)."""
     n_a, n_b = _check_n(n_a, "n_a"), _check_n(n_b, "n_b")
     if n_a + n_b > 2000:               # by logarithms (float accuracy), so that a huge n costs nothing
         k, n = min(n_a, n_b), n_a + n_b
