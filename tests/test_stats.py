@@ -159,3 +159,6 @@ def test_bad_input_names_the_argument():
         S.simulated_coverage(lambda x: (0.0, 0.0), 3, noise="cauchy")
     with pytest.raises(ValueError, match="draws"):
         S.simulated_rejection_rate(3, 0.1, draws=0)
+    assert S.sign_flip_coverage(1024, 0.9) == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="n must be <= 1024"):          # not float's OverflowError
+        S.sign_flip_coverage(1025, 0.9)

@@ -110,8 +110,9 @@ def subset_means(diffs: Sequence[float]) -> List[float]:
 def interval_rank(n: int, level: float) -> int:
     """The rank ``j`` of the subset means that bound :func:`sign_flip_interval`: the largest ``j`` with
     coverage ``1 - 2 j / 2^n`` at least ``level``, and at least 1 (below that ``n`` values cannot reach
-    ``level``; the interval is then ``[min, max]`` with coverage ``1 - 2 / 2^n``)."""
-    _check_n(n)
+    ``level``; the interval is then ``[min, max]`` with coverage ``1 - 2 / 2^n``). ``n``: an int from 1 to
+    1024 (``2^(n - 1)`` is computed as a float)."""
+    check_int(n, "n", minimum=1, maximum=1024)
     _check_level(level)
     return max(1, math.floor(2 ** (n - 1) * (1 - level) + 1e-9))
 
@@ -119,7 +120,7 @@ def interval_rank(n: int, level: float) -> int:
 def sign_flip_coverage(n: int, level: float) -> float:
     """The exact coverage of :func:`sign_flip_interval` for ``n`` values at ``level``: ``1 - 2 j / 2^n``
     with ``j = interval_rank(n, level)``, for independent, continuous differences symmetric about a
-    common centre. It is at least ``level`` whenever ``n`` values can reach it."""
+    common centre. It is at least ``level`` whenever ``n`` values can reach it. ``n``: 1 to 1024."""
     return 1 - 2 * interval_rank(n, level) / 2 ** n
 
 
