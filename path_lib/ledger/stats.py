@@ -71,7 +71,7 @@ def _check_alternative(alternative: str) -> float:
 
 
 def _check_n(n, name: str = "n") -> int:
-    """A count of seeds or draws: an int from 1 to :data:`~path_lib.validation.INT_MAX`."""
+    """A count of seeds or draws: an int from 1 to 2^63 - 1 (check_int's default bound)."""
     return check_int(n, name, minimum=1)
 
 
