@@ -46,7 +46,7 @@ import math
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple, TypeVar
 
-from .validation import as_device, check_choice, check_int, check_ints, check_number, check_str  # noqa: F401
+from .validation import as_device, check_choice, check_int, check_ints, check_number, check_str
 
 __all__ = ["DeviceInfo", "H200", "A100", "SM86", "T4", "CPU", "GPURates", "GPUS", "FULL_MIN_CAPABILITY",
            "FULL_MIN_MEMORY_GB", "FULL_MIN_SMS", "HARDWARE_CLASSES", "PresetRow", "PRESET_TABLE", "PRESET_NAMES", "PRESET_SPELLINGS",
@@ -58,6 +58,11 @@ P = TypeVar("P")
 
 
 # --- the device -------------------------------------------------------------------------------------
+
+#: what ``dev`` may be, for messages
+_DEVICE_TYPES = "a DeviceInfo, a str, an int or a torch.device"
+_DEVICE_NAMES = "'cpu', 'cuda', 'cuda:0', a torch.device or a DeviceInfo"
+
 
 @dataclasses.dataclass(frozen=True)
 class DeviceInfo:
@@ -97,13 +102,26 @@ class DeviceInfo:
 
     @staticmethod
     def of(dev: Any) -> "DeviceInfo":
-        """The description of ``dev`` (a ``torch.device`` or its name; a DeviceInfo is returned as it is),
-        read through ``torch.cuda`` for a CUDA device."""
+        """The description of ``dev`` (a ``torch.device``, its name, or an int CUDA index; a DeviceInfo is
+        returned as it is), read through ``torch.cuda`` for a CUDA device.
+
+        Raises:
+            TypeError: ``dev`` is of another type (a bool included).
+            ValueError: ``dev`` names no device torch knows, a CUDA device where CUDA is not available, or
+                a CUDA index beyond the visible devices.
+        """
         if isinstance(dev, DeviceInfo):
             return dev
         import torch
 
-        dev = torch.device(dev)
+        try:
+            dev = as_device(dev, "dev")
+        except TypeError:
+            raise TypeError(f"dev must be {_DEVICE_TYPES}, got {type(dev).__name__}") from None
+        except ValueError as e:
+            raise ValueError(f"dev must be a device ({_DEVICE_NAMES}): {e}") from None
+        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"dev {str(dev)!r} names no visible CUDA device ({torch.cuda.device_count()} visible)")
         if dev.type != "cuda":
             return DeviceInfo("cpu", name=dev.type, key=str(dev))
         props = torch.cuda.get_device_properties(dev)
@@ -133,11 +151,9 @@ def device() -> str:
 
 def describe_device(dev: Any = None) -> DeviceInfo:
     """:meth:`DeviceInfo.of` ``dev`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or a
-    DeviceInfo); ``None``: the first CUDA device if one is visible, else the CPU."""
-    try:
-        return DeviceInfo.of(device() if dev is None else dev)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"dev must be a device ('cpu', 'cuda', 'cuda:0', torch.device), got {dev!r}") from e
+    DeviceInfo); ``None``: the first CUDA device if one is visible, else the CPU. A TypeError or ValueError
+    naming ``dev`` for anything else, as :meth:`DeviceInfo.of` raises them."""
+    return DeviceInfo.of(device() if dev is None else dev)
 
 
 # --- hardware classes -------------------------------------------------------------------------------
@@ -248,11 +264,11 @@ def forced_preset() -> Optional[str]:
 
 def preset_name(dev: Any = None) -> str:
     """The preset this machine runs: ``PATH_BOOK_PRESET`` if set, else the row whose classes hold
-    :func:`hardware_class`."""
+    :func:`hardware_class`. ``dev`` is checked even where ``PATH_BOOK_PRESET`` decides."""
+    cls = hardware_class(dev)
     forced = forced_preset()
     if forced:
         return forced
-    cls = hardware_class(dev)
     return next(row.name for row in PRESET_TABLE if cls in row.classes)
 
 

@@ -79,6 +79,16 @@ def test_forced_preset_must_be_known(monkeypatch, value):
         hw.pick_preset(1, 3, 2, dev=CPU)
 
 
+def test_a_forced_preset_still_checks_the_device(monkeypatch):
+    """PATH_BOOK_PRESET decides the preset, but a bad dev is refused all the same, never ignored."""
+    monkeypatch.setenv("PATH_BOOK_PRESET", "full")
+    assert hw.preset_name(CPU) == "full"
+    with pytest.raises(ValueError, match="dev"):
+        hw.preset_name("gpu7")
+    with pytest.raises(TypeError, match="dev"):
+        hw.pick_preset(1, 3, dev=2.5)
+
+
 def test_the_task_presets_follow_the_machines_preset(monkeypatch):
     """The library's experiment presets have a row for every preset of the table, and task_preset picks
     the machine's (one rule: no second preset rule for the experiments)."""

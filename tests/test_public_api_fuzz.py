@@ -1265,7 +1265,8 @@ OUT_OF_SCOPE = {
     "path_lib.impl": "path_attention (every impl) is fuzzed here; the resolver's rule and errors: tests/test_impl.py",
     "path_lib.records": "the records' registry, provenance and loading: tests/test_records.py",
     "path_lib.hardware": "the device description, hardware classes, the preset table and time estimates: "
-                         "tests/test_hardware.py (a bad device, preset, key or dtype is a ValueError naming it)",
+                         "tests/test_hardware.py (a bad device, preset, key or dtype is a ValueError naming it, a "
+                         "device of another type a TypeError)",
 }
 OUT_OF_SCOPE_PACKAGES = {
     "path_lib.book": "the chapters' helpers (plots, tables of records, widgets), tested with the book "

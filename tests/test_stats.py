@@ -55,6 +55,11 @@ def test_smallest_attainable_p():
     assert S.smallest_p_paired(5) == 1 / 32
     with pytest.raises(ValueError, match="n must be"):
         S.smallest_p_paired(0)
+    assert S.smallest_p_paired(2 ** 63 - 1) == 0.0 and S.smallest_p_unpaired(2 ** 63 - 1, 2 ** 62) == 0.0
+    with pytest.raises(ValueError, match="n_b must be <="):       # past int64, as every count of the library
+        S.smallest_p_unpaired(3, 2 ** 70)
+    with pytest.raises(TypeError, match="n must be an int"):
+        S.smallest_p_paired(3.0)
 
 
 def test_subset_means_and_the_interval_by_hand():
@@ -154,3 +159,6 @@ def test_bad_input_names_the_argument():
         S.simulated_coverage(lambda x: (0.0, 0.0), 3, noise="cauchy")
     with pytest.raises(ValueError, match="draws"):
         S.simulated_rejection_rate(3, 0.1, draws=0)
+    assert S.sign_flip_coverage(1024, 0.9) == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="n must be <= 1024"):          # not float's OverflowError
+        S.sign_flip_coverage(1025, 0.9)

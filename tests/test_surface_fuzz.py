@@ -1104,25 +1104,7 @@ def test_cli_main_prints_usage_for_a_bad_command_line(capsys):
         assert err.startswith("usage: python -m path_lib.training.cli") and "error: " in err, err
 
 
-#: Bad inputs this fuzz finds still accepted or answered with a raw error: the ledger and the hardware
-#: description were rewritten in the same change as this fuzz (exact tests over seeds; one device
-#: description and the preset table), and their new checks are the next pass's work. Strict: a case that
-#: starts passing fails here until it leaves this list.
-KNOWN_GAPS = {
-    "path_lib.hardware.describe_device", "path_lib.hardware.hardware_class", "path_lib.hardware.preset_name",
-    "path_lib.hardware.compute_dtype", "path_lib.hardware.pick_preset",
-    "path_lib.ledger.stats.smallest_p_paired", "path_lib.ledger.stats.smallest_p_unpaired",
-    "path_lib.ledger.evidence.evaluate", "path_lib.ledger.evidence.p_text",
-    "path_lib.ledger.claims.check_statistics", "path_lib.ledger.claims.validate",
-    "path_lib.ledger.claims.counts_markdown", "path_lib.ledger.claims.open_claims",
-    "path_lib.ledger.claims.reason_text", "path_lib.ledger.claims.decide_text",
-    "path_lib.ledger.claims.test_results", "path_lib.ledger.claims.format_value",
-}
-
-
 @pytest.mark.parametrize("fuzz_case", CASES, ids=repr)
-def test_surface(fuzz_case, request):
-    if repr(fuzz_case) in KNOWN_GAPS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="a known gap (KNOWN_GAPS)"))
+def test_surface(fuzz_case):
     failures = run_surface(fuzz_case)
     assert not failures, f"{fuzz_case.name}:\n  " + "\n  ".join(failures)

@@ -46,7 +46,7 @@ from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from ..validation import check_mapping, check_path, check_str
+from ..validation import check_choice, check_mapping, check_number, check_path, check_str
 from . import evidence as E
 from .evidence import LEVEL, MIN_SEEDS, value_at
 
@@ -62,6 +62,8 @@ REQUIRES_EVIDENCE = ("reproduced", "not reproduced", "undecided")
 #: what a claim's outcome tells at this scale: a real test (it could have gone either way), an outcome
 #: that was certain (a theorem checked numerically, a test its control passes too), or nothing run that decides
 TEST_KINDS = ("real test", "certain at this scale", "untested")
+# how a ledger value is shown (format_value)
+_VALUE_FORMATS = ("percent", "float", "int", "text")
 #: the two papers: bibliography key and title as the ledger page shows them
 PAPERS = {"A": ("yang2025path", "Paper A: PaTH attention"),
           "B": ("godavarti2026extrapolate", "Paper B: why accumulated transforms extrapolate")}
@@ -580,19 +582,27 @@ def _root(root=None) -> Path:
 _CLAIM_KEYS = ("id", "paper", "section", "where", "claim", "paper_value", "status", "test")
 
 
+def _check_claim(c, name: str, keys=_CLAIM_KEYS) -> Dict:
+    """``c``: a claim dict holding ``keys``, with a known status and test kind where ``keys`` name them; a
+    TypeError / ValueError naming ``name`` otherwise."""
+    check_mapping(c, name, keys=keys)
+    if "status" in keys:
+        check_choice(c["status"], f"{name}['status']", STATUSES)
+    if "test" in keys:
+        check_choice(c["test"], f"{name}['test']", TEST_KINDS)
+    return c
+
+
 def _claims(claims, *, keys=_CLAIM_KEYS) -> Sequence[Dict]:
     """``claims`` (None: :data:`CLAIMS`): a list of claim dicts holding ``keys``, with a known status and
-    test kind; a TypeError / ValueError naming ``claims`` otherwise."""
+    test kind; a TypeError / ValueError naming ``claims`` otherwise. ``keys=()``: dicts, nothing more
+    (for :func:`validate`, which reports what they lack)."""
     if claims is None:
         return CLAIMS
     if not isinstance(claims, (list, tuple)):
         raise TypeError(f"claims must be a list of claim dicts (like CLAIMS), got {type(claims).__name__}")
     for i, c in enumerate(claims):
-        check_mapping(c, f"claims[{i}]", keys=keys)
-        if "status" in keys and c["status"] not in STATUSES:
-            raise ValueError(f"claims[{i}]: status must be one of {STATUSES}, got {c['status']!r}")
-        if "test" in keys and c["test"] not in TEST_KINDS:
-            raise ValueError(f"claims[{i}]: test must be one of {TEST_KINDS}, got {c['test']!r}")
+        _check_claim(c, f"claims[{i}]", keys)
     return claims
 
 
@@ -644,7 +654,10 @@ def _missing(c: Dict) -> str:
 
 
 def reason_text(c: Dict, root=None) -> str:
-    """A claim's reason: its text, or the text computed from its record when the reason is a function."""
+    """A claim's reason: its text, or the text computed from its record when the reason is a function.
+    ``c``: an entry of :data:`CLAIMS`; ``root``: the folder the records are read from (None: this checkout)."""
+    _check_claim(c, "c")
+    _root(root)
     f = c.get("reason") or ""
     if not callable(f):
         return f
@@ -687,6 +700,7 @@ def decide_text(c: Dict, root=None) -> str:
     """What would decide an undecided claim (the run, its size, its cost at the measured rates), or ''.
     A claim's own ``decide`` when it has one; for an undecided comparison that lacks only seeds, the
     cost of the missing seeds."""
+    _check_claim(c, "c")
     f = c.get("decide")
     rec, rates = _record(c, root), measured_rates(root)
     if f:
@@ -709,6 +723,8 @@ def _evaluate(t: Dict, rec: Dict) -> Dict:
 def test_results(c: Dict, root=None) -> List[Dict]:
     """The claim's tests evaluated on its record (:func:`path_lib.ledger.evidence.evaluate`, or
     ``evaluate_speed`` for timings); empty when the claim has none or the record is not installed here."""
+    _check_claim(c, "c")
+    _root(root)
     rec = _record(c, root) if c.get("tests") else None
     return [_evaluate(t, rec) for t in c["tests"]] if rec is not None else []
 
@@ -771,8 +787,9 @@ def _validate_tests(c: Dict) -> List[str]:
 def validate(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Problems with the ledger's data (an empty list when it is sound): unknown status, a missing
     reason, evidence that does not exist, a claim resting on a run without evidence, a record without
-    provenance, duplicate ids, a trained comparison without tests, a named test without a control."""
-    claims = CLAIMS if claims is None else claims
+    provenance, duplicate ids, a trained comparison without tests, a named test without a control.
+    ``claims`` must be a list of dicts (a TypeError naming it otherwise); what they hold is reported."""
+    claims = _claims(claims, keys=())
     root = _root(root)
     out = []
     ids = Counter(c.get("id") for c in claims)
@@ -806,7 +823,7 @@ def validate(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
         for label, v in ((ours or {}).get("values") or {}).items():
             if not any(e.endswith(".json") for e in ev):
                 out.append(f"{cid}: value {label!r} needs a recorded result to come from")
-            if v.get("format") not in ("percent", "float", "int", "text"):
+            if v.get("format") not in _VALUE_FORMATS:
                 out.append(f"{cid}: value {label!r} has an unknown format")
         out += _validate_tests(c)
     return out
@@ -836,7 +853,8 @@ def check_snapshots(claims: Optional[Sequence[Dict]] = None, root=None) -> List[
 def check_statistics(claims: Optional[Sequence[Dict]] = None, root=None) -> List[str]:
     """Claims whose status or kind of test differs from what their named tests decide on their record
     (:func:`decided`), one line each (an empty list when all agree). Supporting tests never decide."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
+    _root(root)
     out = []
     for c in claims:
         if not c.get("tests"):
@@ -886,7 +904,7 @@ def counting_sentence(claims: Optional[Sequence[Dict]] = None) -> str:
 
 def counts_markdown(claims: Optional[Sequence[Dict]] = None) -> str:
     """A Markdown table of the number of claims per status, per paper, and per kind of test."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
     per = {f"paper {p}": counts([c for c in claims if c["paper"] == p]) for p in PAPERS}
     per.update((k, v) for k, v in test_counts(claims).items())
     per["all"] = counts(claims)
@@ -898,10 +916,15 @@ def counts_markdown(claims: Optional[Sequence[Dict]] = None) -> str:
 
 
 def format_value(v: Dict) -> str:
-    """A ledger value ``{"value", "format"}`` as text: percent, float (3 significant digits), int or text."""
-    x, fmt = v["value"], v["format"]
+    """A ledger value ``{"value", "format"}`` as text: percent, float (3 significant digits), int or text.
+    ``format``: one of ``"percent"``, ``"float"``, ``"int"``, ``"text"``; ``value``: None (``"none"``), or a
+    finite number unless the format is text. A TypeError or ValueError naming ``v`` otherwise."""
+    check_mapping(v, "v", keys=("value", "format"))
+    x, fmt = v["value"], check_choice(v["format"], "v['format']", _VALUE_FORMATS)
     if x is None:
         return "none"
+    if fmt != "text":
+        check_number(x, "v['value']")
     if fmt == "percent":
         return f"{100 * x:.4g}%"
     if fmt == "int":
@@ -1044,7 +1067,8 @@ def section_markdown(paper: str, section: str, claims: Optional[Sequence[Dict]] 
 def open_claims(claims: Optional[Sequence[Dict]] = None, root=None) -> List[Dict]:
     """The undecided claims and what would decide each: ``[{"id", "status", "claim", "decide"}]``,
     the decide text computed from the records and the measured step rates."""
-    claims = CLAIMS if claims is None else claims
+    claims = _claims(claims)
+    _root(root)
     return [{"id": c["id"], "status": c["status"], "claim": c["claim"], "decide": decide_text(c, root)}
             for c in claims if c["status"] == "undecided" or c.get("decide")]
 

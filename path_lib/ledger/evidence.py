@@ -29,7 +29,8 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import stats
-from ..validation import check_mapping, check_number
+from ..validation import (check_bool, check_choice, check_mapping, check_number, check_numbers,
+                          check_probability, check_str)
 
 __all__ = ["LEVEL", "MIN_SEEDS", "INTERVAL_LEVEL", "ROLES", "value_at", "per_seed", "evaluate", "evaluate_speed",
            "decide", "claim_kind", "p_text", "measured_rates", "public_command"]
@@ -91,13 +92,18 @@ def _name(row) -> str:
     return row["model"] if isinstance(row.get("model"), str) else row.get("attention")
 
 
+def _check_side(side, name: str) -> Tuple[str, str, str]:
+    """A side ``(rows, model name, path)``: three str in a tuple or list; a TypeError naming ``name`` otherwise."""
+    if isinstance(side, (str, bytes)) or not isinstance(side, (tuple, list)) or len(side) != 3 \
+            or not all(isinstance(x, str) for x in side):
+        raise TypeError(f"{name} must be (rows, model name, path), three str, got {side!r}")
+    return side[0], side[1], side[2]
+
+
 def per_seed(rec: Dict, side) -> Dict[int, float]:
     """``{seed: value}`` of one side ``(rows, name, path)`` of a test in record ``rec``."""
     check_mapping(rec, "rec")
-    if isinstance(side, (str, bytes)) or not isinstance(side, (tuple, list)) or len(side) != 3 \
-            or not all(isinstance(x, str) for x in side):
-        raise TypeError(f"side must be (rows, model name, path), three str, got {side!r}")
-    rows, name, path = side
+    rows, name, path = _check_side(side, "side")
     if not isinstance(rec.get(rows), list):
         raise ValueError(f"side: rec has no list of rows {rows!r} (it has {sorted(map(str, rec))[:8]})")
     path, _, window = path.partition("@")
@@ -119,14 +125,61 @@ def per_seed(rec: Dict, side) -> Dict[int, float]:
 # tests over seeds
 # ----------------------------------------------------------------------------------------------
 
+# the directions of a test over seeds: the difference above zero, below it, or inside a margin
+_DIRECTIONS = (">", "<", "within")
+# what every test over seeds holds (``claims._t`` builds them)
+_TEST_KEYS = ("label", "a", "b", "paper", "relative", "shift")
+
+
+def _check_b(b, name: str) -> None:
+    """Side ``b`` of a test: a side, or a finite number to compare side ``a`` with."""
+    if isinstance(b, (tuple, list)):
+        _check_side(b, name)
+    elif isinstance(b, bool) or not isinstance(b, (int, float)):
+        raise TypeError(f"{name} must be a side (rows, model name, path) or a number, got {b!r}")
+    else:
+        check_number(b, name)
+
+
+def _check_test(test) -> None:
+    """A test over seeds as ``claims._t`` builds it; a TypeError or ValueError naming ``test`` (and the
+    entry: ``test['paper']``) otherwise."""
+    check_mapping(test, "test", keys=_TEST_KEYS)
+    check_str(test["label"], "test['label']")
+    check_choice(test["paper"], "test['paper']", _DIRECTIONS)
+    check_choice(test.get("role", "named"), "test['role']", ROLES)
+    check_bool(test["relative"], "test['relative']")
+    check_number(test["shift"], "test['shift']")
+    if test["paper"] == "within":
+        low, high = check_numbers(test.get("margin"), "test['margin']", min_len=2, max_len=2)
+        if not low < high:
+            raise ValueError(f"test['margin'] must be (low, high) with low < high, got {test['margin']!r}")
+    _check_side(test["a"], "test['a']")
+    _check_b(test["b"], "test['b']")
+    ctl = test.get("control")
+    if ctl:
+        check_mapping(ctl, "test['control']", keys=("what",))
+        if ctl.get("a") is not None:
+            _check_side(ctl["a"], "test['control']['a']")
+        if "b" in ctl:
+            _check_b(ctl["b"], "test['control']['b']")
+
+
 def _sides(test: Dict, rec: Dict, a_side, b_side) -> Tuple[List[int], List[float]]:
     """The seeds and the raw per-seed differences ``a - b`` (``a / b - 1`` if relative)."""
     a = per_seed(rec, a_side)
     b = {s: float(b_side) for s in a} if isinstance(b_side, (int, float)) else per_seed(rec, b_side)
+    label = test["label"]
     if set(a) != set(b):
-        raise ValueError(f"{test['label']}: the two sides have different seeds ({sorted(a)} vs {sorted(b)})")
+        raise ValueError(f"test {label!r}: its two sides have different seeds in rec ({sorted(a)} vs {sorted(b)})")
     seeds = sorted(a)
-    return seeds, [a[s] / b[s] - 1 if test["relative"] else a[s] - b[s] for s in seeds]
+    if test["relative"] and any(b[s] == 0 for s in seeds):
+        raise ValueError(f"test {label!r} is relative (a / b - 1), and side b is 0 in rec at seeds "
+                         f"{[s for s in seeds if b[s] == 0]}")
+    diffs = [a[s] / b[s] - 1 if test["relative"] else a[s] - b[s] for s in seeds]
+    if not all(math.isfinite(x) for x in diffs):
+        raise ValueError(f"test {label!r}: rec gives non-finite differences {diffs}")
+    return seeds, diffs
 
 
 def _judge(test: Dict, d: List[float]) -> Dict:
@@ -164,7 +217,14 @@ def evaluate(test: Dict, rec: Dict) -> Dict:
     ``p <= LEVEL``; ``against``: the mean on the other side; ``passes_available``: ``p`` at the strictest
     level these seeds allow (every seed, below five seeds). ``control``: the same evaluation with the
     control's sides and ``"what"``, or None; ``certain``: why the outcome was certain at this scale (the
-    test's own reason, or "its control passes too"), or None."""
+    test's own reason, or "its control passes too"), or None.
+
+    Raises:
+        TypeError: ``test`` or ``rec`` is not a dict, or an entry of ``test`` has the wrong type.
+        ValueError: ``test`` lacks a key or has an unknown direction (``paper``), a non-finite shift or
+            margin, or ``rec`` lacks a side's rows, models or values.
+    """
+    _check_test(test)
     seeds, raw = _sides(test, rec, test["a"], test["b"])
     out = {"label": test["label"], "role": test.get("role", "named"), "kind": "seeds", "seeds": seeds,
            "diffs": raw, "mean": sum(raw) / len(raw), "relative": test["relative"], "points": test.get("points"),
@@ -249,7 +309,9 @@ def claim_kind(results: Sequence[Dict]) -> str:
 
 
 def p_text(p: float) -> str:
-    """A p-value of an exact test over seeds as a fraction when it is one (``1/8``), else 3 digits."""
+    """A p-value of an exact test over seeds as a fraction when it is one (``1/8``), else 3 digits.
+    ``p``: a number in [0, 1] (a TypeError or ValueError naming it otherwise)."""
+    p = check_probability(p, "p")
     f = Fraction(p).limit_denominator(1 << 20)
     if abs(float(f) - p) < 1e-12:
         return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"

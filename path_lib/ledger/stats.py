@@ -71,9 +71,8 @@ def _check_alternative(alternative: str) -> float:
 
 
 def _check_n(n, name: str = "n") -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{name} must be a positive int, got {n!r}")
-    return n
+    """A count of seeds or draws: an int from 1 to 2^63 - 1 (check_int's default bound)."""
+    return check_int(n, name, minimum=1)
 
 
 def _check_level(level: float) -> None:
@@ -111,8 +110,9 @@ def subset_means(diffs: Sequence[float]) -> List[float]:
 def interval_rank(n: int, level: float) -> int:
     """The rank ``j`` of the subset means that bound :func:`sign_flip_interval`: the largest ``j`` with
     coverage ``1 - 2 j / 2^n`` at least ``level``, and at least 1 (below that ``n`` values cannot reach
-    ``level``; the interval is then ``[min, max]`` with coverage ``1 - 2 / 2^n``)."""
-    _check_n(n)
+    ``level``; the interval is then ``[min, max]`` with coverage ``1 - 2 / 2^n``). ``n``: an int from 1 to
+    1024 (``2^(n - 1)`` is computed as a float)."""
+    check_int(n, "n", minimum=1, maximum=1024)
     _check_level(level)
     return max(1, math.floor(2 ** (n - 1) * (1 - level) + 1e-9))
 
@@ -120,7 +120,7 @@ def interval_rank(n: int, level: float) -> int:
 def sign_flip_coverage(n: int, level: float) -> float:
     """The exact coverage of :func:`sign_flip_interval` for ``n`` values at ``level``: ``1 - 2 j / 2^n``
     with ``j = interval_rank(n, level)``, for independent, continuous differences symmetric about a
-    common centre. It is at least ``level`` whenever ``n`` values can reach it."""
+    common centre. It is at least ``level`` whenever ``n`` values can reach it. ``n``: 1 to 1024."""
     return 1 - 2 * interval_rank(n, level) / 2 ** n
 
 
@@ -165,12 +165,14 @@ def tost_sign_flip_p(diffs: Sequence[float], low: float, high: float) -> float:
 
 
 def smallest_p_paired(n: int) -> float:
-    """The smallest p-value the exact sign-flip test can give with ``n`` paired seeds: ``1 / 2^n``."""
+    """The smallest p-value the exact sign-flip test can give with ``n`` paired seeds: ``1 / 2^n``.
+    ``n``: an int from 1 to 2^63 - 1 (a TypeError or ValueError naming it otherwise)."""
     return 2.0 ** -_check_n(n)         # a float power: 0.0 past 1074 seeds, at once for any n
 
 
 def smallest_p_unpaired(n_a: int, n_b: int) -> float:
-    """The smallest p-value of the exact two-sample permutation test: ``1 / C(n_a + n_b, n_a)``."""
+    """The smallest p-value of the exact two-sample permutation test: ``1 / C(n_a + n_b, n_a)``.
+    ``n_a``, ``n_b``: ints from 1 to 2^63 - 1 (a TypeError or ValueError naming the argument otherwise)."""
     n_a, n_b = _check_n(n_a, "n_a"), _check_n(n_b, "n_b")
     if n_a + n_b > 2000:               # by logarithms (float accuracy), so that a huge n costs nothing
         k, n = min(n_a, n_b), n_a + n_b
