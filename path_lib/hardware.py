@@ -274,7 +274,9 @@ def preset_name(dev: Any = None) -> str:
 
 def preset_sizes(key: str, dev: Any = None, *, preset: Optional[str] = None) -> Any:
     """The sizes ``key`` has in the preset this machine runs (:func:`preset_name` of ``dev``), or in
-    ``preset``: a copy (the caller may change it)."""
+    ``preset``: a copy (the caller may change it). A ``dev`` given beside ``preset`` is still checked."""
+    if preset is not None and dev is not None:
+        DeviceInfo.of(dev)
     row = preset_row(preset or preset_name(dev))
     if key not in row.sizes:
         raise ValueError(f"key must be one of {sorted(row.sizes)}, got {key!r}")

@@ -255,7 +255,12 @@ def check_number(value, name: str, *, positive: bool = False, minimum: Optional[
     if not _is_real(value):
         what = "a float or None" if optional else "a float"
         raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:                      # an int past float's range (10**400)
+        if finite:
+            raise ValueError(f"{name} must be a finite number, got an int of {value.bit_length()} bits") from None
+        value = math.inf if value > 0 else -math.inf
     if math.isnan(value) or (finite and not math.isfinite(value)) or (positive and not value > 0):
         kind = "a positive finite" if positive else ("a finite" if finite else "a (non-NaN)")
         raise ValueError(f"{name} must be {kind} number, got {value}")

@@ -234,3 +234,20 @@ def test_chapters_that_hold_their_own_sizes_agree_with_the_preset_table():
         if not any(all(hw.preset_sizes(key, preset=name) == v for name, v in picked.items()) for key in keys):
             bad.append(f"{chapter} (cell line {line}): {values}")
     assert not bad, "sizes the preset table does not hold:\n" + "\n".join(bad)
+
+
+def test_preset_sizes_checks_a_device_given_beside_the_preset():
+    assert hw.preset_sizes("blockwise.lengths", preset="tiny") == hw.preset_sizes("blockwise.lengths", "cpu", preset="tiny")
+    with pytest.raises(ValueError, match="dev"):
+        hw.preset_sizes("blockwise.lengths", "no such device", preset="tiny")
+    with pytest.raises(TypeError, match="dev"):
+        hw.preset_sizes("blockwise.lengths", 2.5, preset="tiny")
+
+
+def test_a_number_past_floats_range_is_named_not_an_overflow():
+    from path_lib.validation import check_number
+    with pytest.raises(ValueError, match="x must be a finite number"):
+        check_number(10 ** 400, "x")
+    assert check_number(-10 ** 400, "x", finite=False) == float("-inf")
+    with pytest.raises(ValueError, match=r"x must lie in \[0, inf\)"):
+        check_number(-10 ** 400, "x", finite=False, minimum=0)
