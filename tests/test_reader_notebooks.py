@@ -393,7 +393,7 @@ def site_mismatches(book: ReaderBook, html_dir: Path) -> list:
                 continue
             if not anchor:
                 h1 = re.search(r'<h1>(?:<span class="section-number">[\d.]+ </span>)?(.*?)<a class="headerlink"', target)
-                if text == book.titles[docname] and "$" not in text and (not h1 or _plain_html(h1.group(1)) != text):
+                if text == book.titles.get(docname) and "$" not in text and (not h1 or _plain_html(h1.group(1)) != text):
                     problems.append(f"{p.docname}: link text {text!r}, the page's title on the site "
                                     f"{_plain_html(h1.group(1)) if h1 else None!r}")
                 continue

@@ -32,6 +32,7 @@ import inspect
 import pkgutil
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -138,6 +139,10 @@ def module_page(module: str, public: Optional[Sequence[str]] = None) -> str:
         if again:
             directive.append("   :exclude-members: " + ", ".join(again))
     parts.append(_rst_block(directive))
+    # names the module computes when read (PEP 562 __getattr__): autodoc finds no object to document
+    for name, doc in getattr(mod, "_LAZY_ATTRIBUTES", {}).items():
+        parts.append(_rst_block([f".. py:data:: {name}", f"   :module: {module}", "", *(
+            "   " + line for line in textwrap.wrap(doc, 100))]))
     children = [m for m in public if m.rpartition(".")[0] == module]
     if children:
         parts += ["## Modules", _summary_table(children)]
