@@ -69,6 +69,19 @@ def test_named_errors(monkeypatch):
         impl.resolve_backend("triton", device=CUDA, dtype=torch.float16, head_dim=64)
 
 
+@pytest.mark.parametrize("bad, error, named", [
+    (dict(device="no such device"), ValueError, "device"), (dict(device=2.5), TypeError, "device"),
+    (dict(device=True), TypeError, "device"), (dict(dtype="float16"), TypeError, "dtype"),
+    (dict(head_dim=-1), ValueError, "head_dim"), (dict(head_dim=64.0), TypeError, "head_dim"),
+    (dict(unfit=3), TypeError, "unfit")])
+def test_the_resolver_names_a_bad_description_of_the_inputs(bad, error, named):
+    """A bad device, dtype, head dim or reason is named, never read as 'not the kernels' (which would pick
+    the mirror silently) nor passed to torch's own parser."""
+    kw = {**dict(device=CUDA, dtype=torch.float16, head_dim=64), **bad}
+    with pytest.raises(error, match=named):
+        impl.resolve_backend("auto", **kw)
+
+
 def test_the_reference_module_only_computes():
     q, k, v, w, beta, g = random_path_inputs(1, 6, 2, 2, 4, gate=True, dtype=torch.float64)
     from path_lib.reference.attention import path_attention as reference
