@@ -99,8 +99,9 @@ def test_indented_blocks_of_a_module_docstring_become_literal_blocks():
            "    inside the item", "", "Title", "-----", "", "    quoted", "", "Code::", "", "    kept",
            "", ".. note::", "", "   a note"]
     out = api.preformatted_blocks(doc)
-    assert out[0] == "Summary. ::" and out[4] == "Layout::"
-    assert out[8:] == doc[8:]                    # list items, titles, literal blocks, directives unchanged
+    # the summary sentence stays as written (autosummary shows it): a "::" paragraph of its own follows it
+    assert out[:5] == ["Summary.", "", "::", "", "    from x import y"] and out[6] == "Layout::"
+    assert out[10:] == doc[8:]                   # list items, titles, literal blocks, directives unchanged
     assert api.preformatted_blocks(["    only a block"]) == ["    only a block"]
 
 
@@ -184,3 +185,14 @@ def test_the_search_index_knows_the_api(site):
     index = (site / "searchindex.js").read_text()
     for word in ("path_attention", "path_lib.impl", "resolve_backend", "TinyLM", "PaTHAttention"):
         assert word in index, f"{word} is not in the site's search index"
+
+
+def test_the_index_shows_each_modules_summary_as_written(site):
+    """The index's table gives each module's first sentence, with no reST marker (a "::" that marks a
+    literal block) left in it."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((site / "book" / "api" / "index.html").read_text(), "html.parser")
+    cells = [td.get_text(" ", strip=True) for td in soup.select("article table td")]
+    assert len(cells) >= 2 * len(PUBLIC) - 2, len(cells)
+    assert not [c for c in cells if "::" in c], [c for c in cells if "::" in c][:3]

@@ -239,21 +239,29 @@ def preformatted_blocks(lines: List[str]) -> List[str]:
 
     reST would read such a block as a block quote and reflow it. Each block that follows a blank line
     and a paragraph at the left margin not ending in ``::`` (a literal block already) and not a
-    directive (``.. note::``), list item, field or title underline gets ``::`` on its paragraph: a paragraph ending in
-    ``:`` ends in ``::`` (shown as ``:``), any other ends in `` ::`` (shown as nothing)."""
+    directive (``.. note::``), list item, field or title underline is marked literal: a paragraph ending in
+    ``:`` ends in ``::`` (shown as ``:``); before any other block a paragraph of its own, ``::``, is
+    inserted (reST shows nothing for it), so that the paragraph's text, which autosummary may take as
+    the module's summary, stays as written."""
     out = list(lines)
-    for i in range(1, len(out)):
+    i = 1
+    while i < len(out):
         if not out[i].startswith(" ") or not out[i].strip() or out[i - 1].strip():
+            i += 1
             continue
         j = i - 1
         while j >= 0 and not out[j].strip():
             j -= 1
-        if j < 0:
+        prev = out[j] if j >= 0 else ""
+        if j < 0 or prev.startswith(" ") or prev.rstrip().endswith("::") or _NOT_A_PARAGRAPH.match(prev):
+            i += 1
             continue
-        prev = out[j]
-        if prev.startswith(" ") or prev.rstrip().endswith("::") or _NOT_A_PARAGRAPH.match(prev):
-            continue
-        out[j] = prev.rstrip() + (":" if prev.rstrip().endswith(":") else " ::")
+        if prev.rstrip().endswith(":"):
+            out[j] = prev.rstrip() + ":"
+            i += 1
+        else:
+            out[i:i] = ["::", ""]
+            i += 3
     return out
 
 
