@@ -348,6 +348,23 @@ def test_widget_frame_without_a_record_and_the_phase_figure():
     plt.close(fig)
 
 
+def test_group_difference_subtracts_groups_per_shape():
+    row = lambda m, D, T, mode, k: {"method": m, "D": D, "T": T, "mode": mode,  # noqa: E731
+                                    "kernels_ms": k, "wall_ms": 1.0}
+    prof = {"rows": [row("a", 64, 1024, "fwdbwd", {"_fwd_kernel": 2.0, "_bwd_block_kernel": 3.0}),
+                     row("b", 64, 1024, "fwdbwd", {"parallel_path_fwd_kernel": 5.0, "Memcpy HtoD": 0.5}),
+                     row("a", 64, 4096, "fwdbwd", {"_fwd_kernel": 1.0}),     # no "b" row here: left out
+                     row("b", 64, 1024, "fwd", {"parallel_path_fwd_kernel": 9.0})]}
+    d = speed.group_difference(prof, "a", "b")
+    assert list(d) == [(64, 1024)]
+    assert d[(64, 1024)] == {"forward attention loops": -3.0, "backward chain rule": 3.0,
+                             "PyTorch glue": -0.5, "all kernels": -0.5}
+    assert speed.group_difference(prof, "a", "b", "fwd") == {} and speed.plot_group_difference(prof, "a", "b", "fwd") is None
+    fig = speed.plot_group_difference(load_record("profile"), "ours_path", "fla_path")
+    assert isinstance(fig, Figure) and fig.get_size_inches()[0] <= 9
+    plt.close(fig)
+
+
 def test_decode_tables_count_the_cells_within_the_target():
     row = lambda B, L, ours, sdpa: {"batch": B, "length": L, "triton_ms": ours, "sdpa_ms": sdpa,  # noqa: E731
                                     "sdpa_backend": "cudnn", "ratio_to_sdpa": ours / sdpa, "floor_ratio": 1.53,

@@ -50,10 +50,11 @@ from .bench_record import (BACKEND_NAMES, BENCH_SHAPES, FLA_PAIR, KIND_OF, KINDS
 from .floors import Floor, floor_bytes, floor_flops, floor_for, path_config, time_floor
 from .tables import (KERNEL_TARGETS, agrees, count_table, floor_ratios, memory_table, ratios_between, repeat_check,
                      target_status, time_table, versus_fla)
-from .phases import (KERNEL_PHASES, PHASE_GROUPS, PHASES, group_table, phase_groups, phase_ms, phase_of, phase_table,
-                     unmapped_kernels)
+from .phases import (KERNEL_PHASES, PHASE_GROUPS, PHASES, group_difference, group_table, phase_groups, phase_ms,
+                     phase_of, phase_table, unmapped_kernels)
 from .compile_reports import T4, compile_summary, compile_table, launcher_config, t4_floors
-from .plots import SHORT_KIND, plot_floor_ratios, plot_memory, plot_phases, plot_times, render_floor
+from .plots import (SHORT_KIND, plot_floor_ratios, plot_group_difference, plot_memory, plot_phases, plot_times,
+                    render_floor)
 from .other_records import CP_METHODS, LM_NAMES, cp_tables, decode_tables, lm_throughput_tables, short_conv_table
 
 __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SHAPES", "TOKENS", "T4",
@@ -63,7 +64,7 @@ __all__ = ["METHODS", "KINDS", "KIND_OF", "FLA_PAIR", "BACKEND_NAMES", "BENCH_SH
            "floor_flops", "floor_bytes", "Floor", "time_floor", "path_config", "floor_for",
            "time_table", "versus_fla", "ratios_between", "floor_ratios", "count_table", "memory_table",
            "repeat_check", "PHASE_GROUPS", "phase_of", "phase_ms", "phase_groups", "unmapped_kernels", "phase_table",
-           "group_table",
+           "group_table", "group_difference",
            "compile_summary", "compile_table", "launcher_config", "t4_floors", "agrees",
-           "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "render_floor", "decode_tables",
+           "plot_times", "plot_floor_ratios", "plot_memory", "plot_phases", "plot_group_difference", "render_floor", "decode_tables",
            "lm_throughput_tables", "LM_NAMES", "CP_METHODS", "SHORT_KIND", "cp_tables", "short_conv_table", "KERNEL_TARGETS", "target_status"]

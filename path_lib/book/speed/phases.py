@@ -2,7 +2,7 @@
 phases (:data:`KERNEL_PHASES`, :func:`phase_of`) and the tables of ms per phase."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .bench_record import method_label
 
@@ -150,3 +150,20 @@ def group_table(profile: dict, mode: str, methods: Sequence[str]) -> Optional[st
         lines.append(f"| {r['D']} | {r['T']} | {method_label(None, r['method'])} | "
                      + " | ".join(f"{p[g]:.2f}" for g in groups) + f" | **{r['wall_ms']:.2f}** |")
     return "\n".join(lines)
+
+
+def group_difference(profile: Optional[dict], a: str, b: str, mode: str = "fwdbwd"
+                     ) -> Dict[Tuple[int, int], Dict[str, float]]:
+    """``{(D, T): {group: ms of a - ms of b}}`` per iteration, for every (D, T) of the profile where
+    both methods have a ``mode`` row; the groups of :data:`PHASE_GROUPS` that neither method uses left
+    out, and ``"all kernels"`` (the sum) last."""
+    out: Dict[Tuple[int, int], Dict[str, float]] = {}
+    for D, T in sorted({(r["D"], r["T"]) for r in (profile or {}).get("rows", [])}):
+        ra, rb = _profile_row(profile, D, T, a, mode), _profile_row(profile, D, T, b, mode)
+        if ra is None or rb is None:
+            continue
+        ga, gb = phase_groups(ra), phase_groups(rb)
+        diff = {g: ga[g] - gb[g] for g in PHASE_GROUPS if ga[g] > 0 or gb[g] > 0}
+        diff["all kernels"] = sum(ga.values()) - sum(gb.values())
+        out[(D, T)] = diff
+    return out

@@ -9,7 +9,7 @@ from .bench_record import (KIND_OF, KINDS, METHODS, TOKENS, _per_tokens, lookup,
                            methods_present, shapes)
 from .floors import floor_for, path_config, time_floor
 from .tables import floor_ratios
-from .phases import PHASES, _profile_row, phase_ms
+from .phases import PHASES, _profile_row, group_difference, phase_ms
 
 SHORT_KIND = {"attention": "attention", "fox": "FoX", "path": "PaTH", "pathfox": "PaTH-FoX"}
 
@@ -140,6 +140,43 @@ def plot_phases(profile: dict, methods: Sequence[str]):
     fig.legend([Patch(color=PHASES[p]) for p in used], used, loc="lower center", ncol=2, frameon=False)
     height = fig.get_size_inches()[1]
     fig.tight_layout(rect=(0, min(0.45, (0.2 + 0.22 * -(-len(used) // 2)) / height), 1, 1))
+    return fig
+
+
+def plot_group_difference(profile: dict, a: str, b: str, mode: str = "fwdbwd"):
+    """Figure: ``a``'s minus ``b``'s ms per iteration (:func:`~.phases.group_difference`), one row per
+    (D, T), one column per group of phases and the sum; red where ``a`` takes longer, blue where it
+    saves, on a symmetric log scale of colour, each cell labelled with its value. None without rows."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import SymLogNorm
+
+    diff = group_difference(profile, a, b, mode)
+    if not diff:
+        return None
+    groups = list(dict.fromkeys(g for d in diff.values() for g in d))
+    groups = [g for g in groups if g != "all kernels"] + ["all kernels"]
+    grid = [[d.get(g, 0.0) for g in groups] for d in diff.values()]
+    top = max(abs(v) for row in grid for v in row) or 1.0
+    norm = SymLogNorm(linthresh=1.0, vmin=-top, vmax=top, base=10)
+    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.45 * len(diff)))
+    image = ax.imshow(grid, cmap="RdBu_r", norm=norm, aspect="auto")
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):
+            dark = abs(norm(v) - 0.5) > 0.3
+            ax.text(j, i, f"{v:+.2f}", ha="center", va="center", color="white" if dark else "black")
+    ax.axvline(len(groups) - 1.5, color="white", linewidth=4)
+    short = {"forward attention loops": "forward\nloops", "backward attention loops": "backward\nloops"}
+    ax.set_xticks(range(len(groups)), [short.get(g, g.replace(" ", "\n", 1)) for g in groups])
+    ax.set_yticks(range(len(diff)), [f"d = {D}, T = {T}" for D, T in diff])
+    ax.set_xlabel("group of phases")
+    ax.set_ylabel("head dimension, sequence length")
+    what = "forward" if mode == "fwd" else "forward + backward"
+    ax.set_title(f"{method_label(None, a)} minus {method_label(None, b)}, {what}")
+    ticks = [t for t in (1, 3, 10, 30, 100, 300) if t <= top]
+    bar = fig.colorbar(image, ax=ax, ticks=[-t for t in ticks[::-1]] + [0] + ticks)
+    bar.ax.set_yticklabels([f"{t:+g}" if t else "0" for t in bar.get_ticks()])
+    bar.set_label("difference, ms per iteration\n(red: the first takes longer)")
+    fig.tight_layout()
     return fig
 
 
