@@ -39,3 +39,11 @@ def test_provenance_details_is_a_collapsed_block_with_every_field():
                  "<code>python scripts/experiments/run_equal.py --phases lm,flip_flop</code>"):
         assert text in out
     assert "/tmp" not in out and "/root" not in out and "budget" not in out
+
+
+def test_notes_go_inside_the_dropdown():
+    from path_lib.book.notebook import provenance_details
+    rec = {"provenance": {"device": "GPU", "command": "python x.py", "commit": "c", "date": "2026-01-01"}}
+    html = provenance_details(rec, notes=["timed <older> code"])
+    assert html.index("timed &lt;older&gt; code") < html.index("</details>")
+    assert "note:" not in provenance_details(rec)

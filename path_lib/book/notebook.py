@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Sequence
 
 from ..hardware import device, pick_preset, preset_name, preset_sizes
 from ..records import optional_record, repo_root
@@ -27,12 +28,12 @@ __all__ = ["DEVICE", "device", "preset_name", "preset_sizes", "pick_preset", "op
 DEVICE = device()
 
 
-def show_provenance(data: dict, summary: str = "How this run was made") -> None:
+def show_provenance(data: dict, summary: str = "How this run was made", notes: Sequence[str] = ()) -> None:
     """Display how a recorded result was made, under the table or figure built from it: a collapsed
     dropdown (:func:`provenance_details`: device, versions, commit, date, the public command)."""
     from IPython.display import HTML, display
 
-    display(HTML(provenance_details(data, summary)))
+    display(HTML(provenance_details(data, summary, notes)))
 
 
 #: Options of the run scripts that say where a run kept its files or how a machine's time was split
@@ -75,9 +76,11 @@ def public_command(command: str) -> str:
     return " ".join(shlex.quote(w) for w in out)
 
 
-def provenance_details(data: dict, summary: str = "How this run was made") -> str:
+def provenance_details(data: dict, summary: str = "How this run was made", notes: Sequence[str] = ()) -> str:
     """HTML of a collapsed ``<details>`` block with a record's provenance: device, versions, commit,
-    date and :func:`public_command`. It renders as a dropdown in Jupyter, Colab and the static site."""
+    date and :func:`public_command`, then ``notes`` (how the record came about, such as which code it
+    timed: facts for the reader who opens it, not the chapter's text). It renders as a dropdown in
+    Jupyter, Colab and the static site."""
     import html
 
     p = data["provenance"]
@@ -86,8 +89,9 @@ def provenance_details(data: dict, summary: str = "How this run was made") -> st
             ("commit", str(p.get("commit"))), ("date", str(p.get("date", ""))[:10])]
     items = "".join(f"<li>{k}: {html.escape(str(v))}</li>" for k, v in rows)
     command = html.escape(public_command(str(p.get("command", ""))))
+    extra = "".join(f"<li>note: {html.escape(str(n))}</li>" for n in notes)
     return (f"<details><summary>{html.escape(summary)}</summary><ul>{items}"
-            f"<li>command: <code>{command}</code></li></ul></details>")
+            f"<li>command: <code>{command}</code></li>{extra}</ul></details>")
 
 
 def show_provenance_dropdown(data: dict, summary: str = "How this run was made") -> None:
