@@ -121,6 +121,20 @@ def _summary_table(names: Sequence[str]) -> str:
                       + [f"   {n}" for n in names])
 
 
+#: per module, the names it computes when they are read (a module ``__getattr__``), with what each means:
+#: autodoc finds no object for them, so the page declares them (kept here so the kernels' hashed sources
+#: stay as swept)
+LAZY_ATTRIBUTES: Dict[str, Dict[str, str]] = {
+    "path_lib.kernels": {
+        "GPU_VERIFIED": "True when this kernel code passed the full GPU sweep named by ``VERIFIED`` and the "
+                        "installed Triton is the version the sweep ran with (``verification()`` says why not). "
+                        "Read lazily, so importing the kernels hashes nothing. While it is False, "
+                        "``PaTHAttention(backend=\"auto\")`` runs the blockwise PyTorch path on CUDA with one "
+                        "warning; ``backend=\"triton\"`` still asks for the kernels by name.",
+    },
+}
+
+
 def module_page(module: str, public: Optional[Sequence[str]] = None) -> str:
     """The MyST text of ``module``'s page (see the module's docstring for what it holds)."""
     public = list(public if public is not None else public_modules())
@@ -140,7 +154,7 @@ def module_page(module: str, public: Optional[Sequence[str]] = None) -> str:
             directive.append("   :exclude-members: " + ", ".join(again))
     parts.append(_rst_block(directive))
     # names the module computes when read (PEP 562 __getattr__): autodoc finds no object to document
-    for name, doc in getattr(mod, "_LAZY_ATTRIBUTES", {}).items():
+    for name, doc in LAZY_ATTRIBUTES.get(module, {}).items():
         parts.append(_rst_block([f".. py:data:: {name}", f"   :module: {module}", "", *(
             "   " + line for line in textwrap.wrap(doc, 100))]))
     children = [m for m in public if m.rpartition(".")[0] == module]

@@ -205,16 +205,6 @@ def verification() -> Verification:
     return Verification(code and same_triton, code, triton, reason)
 
 
-#: the names this module computes when they are read, with what each means (the API reference reads it)
-_LAZY_ATTRIBUTES = {
-    "GPU_VERIFIED": "True when this kernel code passed the full GPU sweep named by ``VERIFIED`` and the "
-                    "installed Triton is the version the sweep ran with (``verification()`` says why not). "
-                    "Read lazily, so importing the kernels hashes nothing. While it is False, "
-                    "``PaTHAttention(backend=\"auto\")`` runs the blockwise PyTorch path on CUDA with one "
-                    "warning; ``backend=\"triton\"`` still asks for the kernels by name.",
-}
-
-
 def __getattr__(name: str):
     # GPU_VERIFIED: whether this kernel code passed the full GPU sweep (VERIFIED) under this Triton version;
     # read lazily (PEP 562) so that importing the kernels hashes nothing. Any change to the code (not to
