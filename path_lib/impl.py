@@ -38,7 +38,7 @@ import torch
 from .blockwise.mirror import blockwise_path_attention
 from .blockwise.scan import blockwise_scan
 from .reference import attention as _reference
-from .validation import check_block_size, check_bool, check_choice, check_instance, check_int
+from .validation import as_device, check_block_size, check_bool, check_choice, check_instance, check_int
 
 __all__ = ["path_attention", "resolve_backend", "plan_path", "run_path", "PathPlan", "kernels_state",
            "IMPLEMENTATIONS", "CHOICES"]
@@ -96,17 +96,6 @@ def _is_cuda(device) -> bool:
     return torch.device(device).type == "cuda"
 
 
-def _check_device(device) -> torch.device:
-    """``device`` parsed (a str, an int CUDA index or a torch.device; it need not be present here: the
-    question is which implementation would run there), or a TypeError / ValueError naming it."""
-    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
-        raise TypeError(f"device must be a str, an int or a torch.device, got {type(device).__name__}")
-    try:
-        return torch.device(device)
-    except (RuntimeError, ValueError) as e:
-        raise ValueError(f"device {device!r} is not a device: {e}") from None
-
-
 def resolve_backend(backend: str, *, device, dtype: Optional[torch.dtype] = None, head_dim: int = 0,
                     unfit: Optional[str] = None, name: str = "backend", call: str = "path_layer") -> str:
     """The implementation that runs for a requested ``backend`` in a call of kind ``call``.
@@ -132,7 +121,7 @@ def resolve_backend(backend: str, *, device, dtype: Optional[torch.dtype] = None
     """
     check_choice(call, "call", tuple(CHOICES))
     check_choice(backend, name, CHOICES[call])
-    device = _check_device(device)
+    device = as_device(device, available=False)     # a question about a device: it need not be here
     check_instance(dtype, "dtype", torch.dtype, "a torch.dtype", optional=True)
     check_int(head_dim, "head_dim", minimum=0)
     check_instance(unfit, "unfit", str, optional=True)

@@ -77,17 +77,19 @@ def check_same_device(x: Optional[torch.Tensor], name: str, ref: torch.Tensor, r
         raise ValueError(f"{name} must be on the same device as {ref_name} ({ref.device}), got {x.device}")
 
 
-def as_device(device, name: str = "device") -> torch.device:
+def as_device(device, name: str = "device", *, available: bool = True) -> torch.device:
     """``device`` (a str such as ``"cuda:1"``, an int CUDA index, or a ``torch.device``) as a
     ``torch.device``. A TypeError naming ``name`` for another type (a bool too); a ValueError naming it
-    for a name torch does not read, or a CUDA device where CUDA is not available."""
+    for a name torch does not read, or (``available``, the default) a CUDA device where CUDA is not
+    available. ``available=False`` only parses: for a question about a device (which implementation
+    would run there), not for work on it."""
     if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
         raise TypeError(f"{name} must be a str, an int or a torch.device, got {type(device).__name__}")
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError) as e:
         raise ValueError(f"{name} {device!r} is not a device: {e}") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
+    if available and parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{name} {str(parsed)!r} is CUDA, and CUDA is not available here")
     return parsed
 
