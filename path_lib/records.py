@@ -89,7 +89,7 @@ RECORDS = {
 }
 
 #: Names registered before their first GPU run: the file may be absent (``optional_record`` then says so).
-PENDING_RECORDS: set = {"lm_decide_stdlib", "lm_decide_brown", "lm_decide_large_stdlib", "flip_flop_deep"}
+PENDING_RECORDS: set = {"lm_decide_stdlib", "lm_decide_brown", "lm_decide_large_stdlib"}
 
 #: Where records come from when path_lib runs without a checkout (pip-installed, e.g. on Colab): the
 #: repository's raw files on ``BRANCH``. ``PATH_BOOK_RECORDS_BASE`` overrides it (a fork, a mirror,

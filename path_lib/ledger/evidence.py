@@ -364,20 +364,36 @@ def _values(d: Dict[int, float], fmt: str = "{:.2f}") -> str:
     return " / ".join(fmt.format(d[s]) for s in sorted(d))
 
 
+def _ff_errors(rec: Dict, model: str) -> Dict[str, Dict[int, float]]:
+    """A flip-flop record's per-seed errors of ``model``: ``{"id" | "ood_sparse" | "ood_dense": {seed: error}}``."""
+    return {k: per_seed(rec, _ff(model, k)) for k in ("id", "ood_sparse", "ood_dense")}
+
+
+def _ff_size(rec: Dict) -> str:
+    m = rec["runs"][0]["model"]
+    return f"{m['n_layers']} layer{'s' if m['n_layers'] > 1 else ''} of width {m['d_model']}"
+
+
 def reason_ff_rope(rec: Dict) -> str:
-    """A-ff-rope: RoPE's flat training loss and its errors against FoX's."""
+    """A-ff-rope: whether RoPE learned in distribution, and its sparse error against it, seed by seed.
+    When it did not learn (its training loss stays near guessing), the sparse error says nothing."""
+    e, n = _ff_errors(rec, "rope"), len(per_seed(rec, _ff("rope", "id")))
+    learned = sum(v < 0.15 for v in e["id"].values())
+    above = sum(e["ood_sparse"][s] > e["id"][s] for s in e["id"])
+    pct = "{:.1%}"
+    text = (f"{_ff_size(rec)}, {n} seeds: RoPE errs on {_values(e['id'], pct)} of in-distribution reads "
+            f"(below 15% in {learned} of {n} seeds), on {_values(e['ood_sparse'], pct)} of sparse reads "
+            f"(above its in-distribution error in {above} of {n} seeds) and on {_values(e['ood_dense'], pct)} "
+            "of dense reads")
+    if learned * 2 > n:
+        return text
     steps = max(r["steps_done"] for r in rec["runs"])
     start = steps // 10
     late = [v for r in rec["runs"] if _name(r) == "rope" for s, v in _curve(r["history"]) if s >= start]
-    fox_end = statistics.mean(r["final_train_loss"] for r in rec["runs"] if _name(r) == "fox")
-    e = {k: _mean(per_seed(rec, _ff("rope", k))) for k in ("id", "ood_sparse", "ood_dense")}
-    return (f"RoPE did not learn the task in distribution: from step {start:,} to {steps:,} its training loss "
-            f"stays between {min(late):.2f} and {max(late):.2f} in every seed (guessing each read bit costs "
-            f"$\\ln 2 = {math.log(2):.2f}$; FoX ends at {fox_end:.2f}). It errs on {e['id']:.0%} of reads in "
-            f"distribution, where FoX errs on {_mean(per_seed(rec, _ff('fox', 'id'))):.1%}, and on "
-            f"{e['ood_dense']:.0%} of the dense test, so its {e['ood_sparse']:.0%} sparse error is that of a model "
-            "that did not learn, neither the paper's pattern (learning in distribution, failing out of it) nor "
-            "its opposite")
+    return (f"{text}. It did not learn the task: from step {start:,} to {steps:,} its training loss stays "
+            f"between {min(late):.2f} and {max(late):.2f} (guessing each read bit costs $\\ln 2 = "
+            f"{math.log(2):.2f}$), so its sparse error is that of a model that did not learn, neither the "
+            "paper's pattern nor its opposite")
 
 
 def _gap_windows(rec: Dict, a: str, b: str, width: int) -> List[tuple]:
@@ -498,18 +514,20 @@ def reason_ff_path(rec: Dict) -> str:
     """A-ff-path: PaTH's errors, and PaTH-FoX's sparse error beside it."""
     t = rec["table"]["path"]
     pf = rec["summary"]["path_fox"]["ood_sparse_error"]
-    return (f"{t['seeds']} seeds, {t['steps']:,} steps each: {t['id_error']:.2%} error in distribution and "
-            f"{t['ood_dense_error']:.2%} on the dense test, {t['ood_sparse_error'] * t['ood_sparse_reads']:.0f} sparse "
-            f"errors in {t['ood_sparse_reads']:,} reads on average ({t['ood_sparse_error']:.4%}); PaTH-FoX, not in "
-            f"the paper's table, keeps {pf['mean']:.1%} $\\pm$ {pf['std']:.1%} sparse error: its gate lets the last "
-            "write fade over long gaps")
+    return (f"{_ff_size(rec)}, {t['seeds']} seeds, {t['steps']:,} steps each: {t['id_error']:.2%} error in "
+            f"distribution and {t['ood_dense_error']:.2%} on the dense test, "
+            f"{t['ood_sparse_error'] * t['ood_sparse_reads']:.0f} sparse errors in {t['ood_sparse_reads']:,} reads "
+            f"on average ({t['ood_sparse_error']:.4%}); PaTH-FoX, not in the paper's table, keeps "
+            f"{pf['mean']:.1%} $\\pm$ {pf['std']:.1%} sparse error")
 
 
 def reason_ff_fails(model: str, rec: Dict) -> str:
-    """A-ff-fox, A-ff-sba: the model's three errors (use with functools.partial)."""
-    t = rec["table"][model]
-    return (f"{t['seeds']} seeds: {t['id_error']:.1%} in distribution, {t['ood_sparse_error']:.1%} sparse, "
-            f"{t['ood_dense_error']:.4%} dense")
+    """A-ff-fox, A-ff-sba: the model's three errors, seed by seed (use with functools.partial)."""
+    e, pct = _ff_errors(rec, model), "{:.1%}"
+    above = sum(e["ood_sparse"][s] > e["id"][s] for s in e["id"])
+    return (f"{_ff_size(rec)}, {len(e['id'])} seeds: {_values(e['id'], pct)} in distribution, "
+            f"{_values(e['ood_sparse'], pct)} sparse (above the in-distribution error in {above} of "
+            f"{len(e['id'])} seeds), {_values(e['ood_dense'], pct)} dense")
 
 
 def reason_ext_rope(rec: Dict) -> str:
@@ -649,13 +667,6 @@ def decide_retrieval(rec: Dict, rates: Dict) -> str:
     return (f"models trained until one retrieves the passkey at the training length, which the records cannot "
             f"predict; each 1,000 further steps of all {len(rec['models'])} models x {MIN_SEEDS} seeds cost about "
             f"{_lm_cost(rec, rates, list(rec['models']), 1000)}")
-
-
-def decide_ff_rope(rec: Dict, rates: Dict) -> str:
-    total = rates["tasks"]["flip_flop/rope"] * 10_000 * MIN_SEEDS
-    return (f"RoPE trained on flip-flop for longer ({MIN_SEEDS} seeds; FoX and SBA beside it as controls) until it "
-            f"learns the task in distribution; each 10,000 steps of RoPE cost about {_gpu_time(total)} "
-            f"{_alone(rates)}")
 
 
 def decide_a5(rec: Dict, rates: Dict) -> str:
