@@ -2,14 +2,17 @@
 
 Without a build: every public module of path_lib and path_lib.kernels has its page, written as
 path_lib.book.api writes it, listed in _toc.yml; every exported function and class has a docstring;
-the extension's rules (indented blocks in module docstrings, re-exports, short names) are checked on
+the first page's examples run, its cross-references name documented objects and chapters of the book,
+and its groups hold every module once; the extension's rules (indented blocks in module docstrings, re-exports, short names) are checked on
 a small Sphinx build of their own. With the book built (_build/html): every module's page has its
 heading and its objects' anchors, and the site's search index knows the documented names.
 """
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
+import posixpath
 import re
 from pathlib import Path
 
@@ -103,6 +106,79 @@ def test_indented_blocks_of_a_module_docstring_become_literal_blocks():
     assert out[:5] == ["Summary.", "", "::", "", "    from x import y"] and out[6] == "Layout::"
     assert out[10:] == doc[8:]                   # list items, titles, literal blocks, directives unchanged
     assert api.preformatted_blocks(["    only a block"]) == ["    only a block"]
+
+
+# --- the first page: where to start, examples that run, the modules by role ----------------------
+
+INDEX = api.index_page(PUBLIC)
+ROLE = re.compile(r"\{py:(func|class|data|mod)\}`([^`]+)`")
+EXAMPLE_BLOCKS = re.findall(r"^```python\n(.*?)^```$", INDEX, re.S | re.M)
+
+
+def test_the_index_shows_every_example():
+    assert len(EXAMPLE_BLOCKS) == len(api.EXAMPLES) >= 1
+    assert [b.rstrip("\n") for b in EXAMPLE_BLOCKS] == [code.rstrip("\n") for _, code in api.EXAMPLES]
+
+
+@pytest.mark.parametrize("i", range(len(EXAMPLE_BLOCKS)))
+def test_the_index_examples_run(i):
+    """Each code block of the first page, as a reader would copy it, runs on the CPU (tiny shapes)."""
+    import torch
+
+    with torch.random.fork_rng():
+        exec(compile(EXAMPLE_BLOCKS[i], f"<book/api/index.md, example {i + 1}>", "exec"), {"__name__": "__example__"})
+
+
+def _documented_as(target: str) -> str:
+    """The role under which ``target`` has an anchor of its own: "mod", "class", "func" or "data" ("" when none:
+    not a public module's own exported name)."""
+    if target in PUBLIC:
+        return "mod"
+    module, _, name = target.rpartition(".")
+    if module not in PUBLIC or name in api.reexports(module, PUBLIC):
+        return ""
+    if name in api.LAZY_ATTRIBUTES.get(module, {}):
+        return "data"
+    mod = importlib.import_module(module)
+    if name not in getattr(mod, "__all__", ()):
+        return ""
+    obj = getattr(mod, name)
+    return "class" if inspect.isclass(obj) else "func" if inspect.isroutine(obj) else "data"
+
+
+def test_the_index_cross_references_name_documented_objects():
+    refs = ROLE.findall(INDEX)
+    assert len(refs) >= len(api.START_HERE)
+    wrong = [(role, target) for role, target in refs if _documented_as(target) != role]
+    assert not wrong, f"cross-references without an anchor of that kind: {wrong}"
+    for task, entry, when in api.START_HERE:
+        assert ROLE.fullmatch(entry), f"{task}: the entry point is one cross-reference, got {entry!r}"
+        assert "|" not in task + when, f"{task}: a table cell holds a '|'"
+
+
+def test_the_index_links_chapters_of_the_book():
+    listed = set(toc_files(ROOT))
+    docs = re.findall(r"\{doc\}`([^`]+)`", INDEX)
+    assert docs
+    missing = [d for d in docs if posixpath.normpath(posixpath.join(api.API_DIR, d)) not in listed]
+    assert not missing, f"links to pages the book does not have: {missing}"
+
+
+def test_the_index_groups_every_module_once():
+    groups = api.module_groups(PUBLIC)
+    listed = [m for _, _, modules in groups for m in modules]
+    assert sorted(listed) == sorted(PUBLIC) and len(listed) == len(set(listed))
+    assert "Other modules" not in [title for title, _, _ in groups], "a module has no group: add it to api.GROUPS"
+    assert all(name in PUBLIC for _, _, names in api.GROUPS for name in names), "api.GROUPS names a module that is gone"
+    for title, _, modules in groups:
+        assert f"### {title}\n" in INDEX and "\n".join(f"   {m}" for m in modules) in INDEX, title
+    # the longest name decides (path_lib.nn.cache is decoding, not layers); a new module goes to its
+    # package's group, one outside every group to "Other modules", never to the top level
+    extra = {m: title for title, _, modules in api.module_groups(PUBLIC + ["path_lib.nn.new", "path_lib.zzz"])
+             for m in modules}
+    assert extra["path_lib.nn.cache"] == extra["path_lib.decoding"] != extra["path_lib.nn"]
+    assert extra["path_lib.nn.new"] == extra["path_lib.nn.layers"]
+    assert extra["path_lib.zzz"] == "Other modules"
 
 
 # --- a small build of its own: the extension's rules in Sphinx -----------------------------------

@@ -15,6 +15,9 @@ that the book's ``_config.yml`` loads (:func:`setup`)::
   (or that come from a private module, such as the kernels' ``_api``); a name it re-exports from another
   public module is only listed, with a link to where it is documented, so each object has one anchor.
   A package's page also has a table of its modules.
+* :func:`index_page` is the reference's first page: where to start for each task (:data:`START_HERE`), the
+  three kinds of code, examples that run on a CPU (:data:`EXAMPLES`; tests/test_api_page.py runs them) and
+  the modules by role (:data:`GROUPS`, :func:`module_groups`), each group a table of its modules.
 * :func:`toc_lines` are the entries of the pages in ``_toc.yml`` (packages with their modules nested).
 * :func:`setup` (the extension) adds Google-style docstrings (``napoleon``), lists every name of a
   module's ``__all__`` even when it has no docstring, leaves out values longer than
@@ -34,11 +37,11 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["API_DIR", "ORDER", "MAX_VALUE_CHARS", "public_modules", "module_entries", "page_docname",
-           "reexports", "preformatted_blocks", "module_page", "index_page", "ordered_modules", "toc_lines",
-           "write_pages", "setup"]
+__all__ = ["API_DIR", "ORDER", "MAX_VALUE_CHARS", "START_HERE", "EXAMPLES", "GROUPS", "public_modules",
+           "module_entries", "page_docname", "reexports", "preformatted_blocks", "module_page", "module_groups",
+           "index_page", "ordered_modules", "toc_lines", "write_pages", "setup"]
 
 #: Where the pages live, relative to the repository root.
 API_DIR = "book/api"
@@ -165,18 +168,178 @@ def module_page(module: str, public: Optional[Sequence[str]] = None) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def index_page(public: Optional[Sequence[str]] = None) -> str:
-    """The MyST text of the reference's first page: what it covers and a table of every module."""
+#: The first page's "Start here": ``(task, entry point, when to use it)``, one row a task. An entry point
+#: is a cross-reference to where its object is documented (tests/test_api_page.py checks that each resolves).
+START_HERE: Tuple[Tuple[str, str, str], ...] = (
+    ("Compute PaTH attention", "{py:func}`path_lib.impl.path_attention`",
+     "You have q, k, v, w, beta (and g for PaTH-FoX). `impl` picks the implementation: `\"blockwise\"` "
+     "(the default, any device), `\"explicit\"` or `\"parallel\"` (the references), `\"triton\"` (the "
+     "kernels) or `\"auto\"` (the kernels on CUDA where they are verified, else blockwise). "
+     "`from path_lib import path_attention` is the same function."),
+    ("Put PaTH attention in your own model", "{py:class}`path_lib.nn.layers.PaTHAttention`",
+     "You want a `torch.nn.Module` from `x [B, T, d_model]` to `[B, T, d_model]` that makes its own w, beta "
+     "(and gate), with padding masks, packed sequences and a decoding cache. "
+     "{py:func}`path_lib.nn.layers.make_attention` builds it, or a baseline layer, by name."),
+    ("Build a whole model", "{py:class}`path_lib.nn.model.TinyLM`",
+     "You want a small decoder-only language model whose only position information is its attention "
+     "(`attention=\"path\"`, `\"path_fox\"` or a baseline), with `generate`, `prefill` and `step`."),
+    ("Use Hugging Face `transformers`", "{py:class}`path_lib.nn.hf.PaTHForCausalLM`",
+     "You want that model as a `transformers` causal LM (`labels`, `generate`, `save_pretrained`); it needs "
+     "the `hf` extra. {py:func}`path_lib.nn.hf.path_attention_from_fla` builds a layer from fla's PaTH weights."),
+    ("Decode token by token", "{py:func}`path_lib.decoding.prefill`",
+     "You call the attention yourself: it runs the prompt in parallel and returns a "
+     "{py:class}`path_lib.decoding.PaTHCache`, whose `step` adds one token at a time. The layers and models "
+     "keep their states in a {py:class}`path_lib.nn.cache.StateCache` (`past_key_values`) instead."),
+    ("Split one sequence across GPUs", "{py:func}`path_lib.distributed.context_parallel_path_attention`",
+     "A sequence is too long for one device: each rank of a `torch.distributed` group holds a contiguous chunk. "
+     "{py:func}`path_lib.distributed.chunked_path_attention` computes the same in one process."),
+    ("Train a model", "{py:func}`path_lib.training.loop.train`",
+     "You want the book's training loop (AdamW, warm-up then cosine decay, gradient clipping, resumable "
+     "checkpoints) for any model that returns logits. `torchrun -m path_lib.training.cli` trains TinyLM "
+     "data-parallel (DDP) or sharded (FSDP2)."),
+    ("Check against the exact answer", "{py:func}`path_lib.reference.attention.path_attention`",
+     "You need ground truth: the float64 references, clear and slow (`impl=\"explicit\"` multiplies the "
+     "Householder products out, `\"parallel\"` uses the UT transform)."),
+    ("Read the kernels' algorithm", "{py:func}`path_lib.blockwise.mirror.blockwise_path_attention`",
+     "You want the Triton kernels' blocks and segments, phase by phase, in plain PyTorch on any device. "
+     "It is what `path_attention` runs by default."),
+    ("Run the Triton kernels", "{py:func}`path_lib.kernels.path_attention`",
+     "You are on a CUDA GPU (or set `TRITON_INTERPRET=1`) with q in float16, bfloat16 or float32 and D in "
+     "32, 64 or 128; forward and backward."),
+    ("Read a recorded result", "{py:func}`path_lib.records.load_record`",
+     "You want a current GPU or training record by its stable name (`\"bench\"`, `\"lm\"`, ...), with the "
+     "provenance of the run that wrote it."),
+    ("See where the papers' claims stand", "{py:data}`path_lib.ledger.claims.CLAIMS`",
+     "You want each claim of the two papers with its status and the evidence that decides it "
+     "(rendered in {doc}`../part4/13_claims`)."),
+)
+
+#: The first page's examples, each a whole program that runs on a CPU in seconds (tests/test_api_page.py
+#: runs them): ``(sentence before it, code)``.
+EXAMPLES: Tuple[Tuple[str, str], ...] = (
+    ("PaTH attention of random inputs, checked against the float64 ground truth:", """\
+import torch
+import torch.nn.functional as F
+from path_lib import path_attention
+
+torch.manual_seed(0)
+B, T, H, D = 2, 16, 4, 32
+q, k, v = (torch.randn(B, T, H, D) for _ in range(3))
+w = F.normalize(torch.randn(B, T, H, D), dim=-1)  # unit Householder directions
+beta = 2 * torch.sigmoid(torch.randn(B, T, H))    # strengths in [0, 2]
+g = F.logsigmoid(torch.randn(B, T, H))            # log forget gates <= 0
+
+o = path_attention(q, k, v, w, beta)              # PaTH, [B, T, H, D]
+o_fox = path_attention(q, k, v, w, beta, g)       # PaTH-FoX
+exact = path_attention(*(x.double() for x in (q, k, v, w, beta)), impl="explicit")
+torch.testing.assert_close(o, exact.float(), rtol=1e-4, atol=1e-4)
+"""),
+    ("The same attention as a layer, and a whole model that generates:", """\
+import torch
+from path_lib import PaTHAttention, TinyLM
+
+layer = PaTHAttention(d_model=64, n_heads=2)      # makes w, beta from x
+y = layer(torch.randn(2, 16, 64))                 # [2, 16, 64]
+
+model = TinyLM(vocab_size=256, d_model=64, n_layers=2, n_heads=2, attention="path")
+prompt = torch.randint(0, 256, (2, 8))
+logits = model(prompt)                            # [2, 8, 256]
+tokens = model.generate(prompt, 4)                # [2, 12]: prefill, then one step per token
+"""),
+)
+
+#: The modules by role, for the first page: ``(title, what the group is for, names)``. A name covers that
+#: module and, for a package other than ``path_lib`` itself, every module under it; a module goes to the
+#: group of the longest name that covers it, and one that no group covers is listed last ("Other modules").
+GROUPS: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
+    ("The top level", "The names most callers import (`from path_lib import path_attention, PaTHAttention, TinyLM`) "
+     "and the one rule that picks an implementation for each call.", ("path_lib", "path_lib.impl")),
+    ("Float64 references", "Clear, slow and float64-capable: the Householder products, the UT transform and PaTH "
+     "attention as the ground truth, and the baselines' attention (NoPE, RoPE, ALiBi, FoX, stick-breaking). "
+     "In the book: {doc}`../part1/02_householder`, {doc}`../part1/03_ut_transform`, "
+     "{doc}`../part1/04_path_attention`.", ("path_lib.reference",)),
+    ("The blockwise mirror", "The Triton kernels' algorithm in plain PyTorch, on any device: blocks and segments "
+     "as the kernels run them, and chapter 6's scan. In the book: {doc}`../part3/06_blockwise`.",
+     ("path_lib.blockwise",)),
+    ("Triton kernels", "Forward and backward on the GPU, the decoding and context-parallel paths, the fused short "
+     "convolution, and a small kernel written to be read. In the book: {doc}`../part3/07_kernel`.",
+     ("path_lib.kernels",)),
+    ("Layers and models", "`torch.nn` modules with one interface: PaTH and the baseline layers, paper B's rotation "
+     "variants, padding and packed sequences, TinyLM and its Hugging Face model.", ("path_lib.nn",)),
+    ("Decoding", "Keys kept transformed to the current position, a model's states layer by layer, and the choice of "
+     "the next token. In the book: {doc}`../part3/08_decoding`.",
+     ("path_lib.decoding", "path_lib.nn.cache", "path_lib.nn.sampling")),
+    ("Scale-out", "Context parallelism over a `torch.distributed` group, and what it costs per rank. In the book: "
+     "{doc}`../part3/10b_scale_out`.", ("path_lib.distributed",)),
+    ("Training and data", "The training loop, its checkpoints and command line, the synthetic tasks and the "
+     "byte-level corpora.", ("path_lib.training",)),
+    ("Experiments and theory", "What the book trains, converts and measures (language models, the RoPE to PaTH "
+     "conversion, hand-built networks, attention mass), and the analysis that needs no training (simulations, "
+     "operation and memory counts).", ("path_lib.experiments", "path_lib.theory")),
+    ("Records and the claims ledger", "Recorded results with their provenance, and the papers' claims with the "
+     "evidence and statistics that decide them. In the book: {doc}`../part4/13_claims`.",
+     ("path_lib.records", "path_lib.ledger")),
+    ("The machine and the argument checks", "The device, the preset it runs and its floating-point format, and the "
+     "checks every public entry point makes of its arguments.", ("path_lib.hardware", "path_lib.validation")),
+)
+
+
+def _covers(name: str, module: str) -> bool:
+    return module == name or (name != "path_lib" and module.startswith(name + "."))
+
+
+def module_groups(public: Optional[Sequence[str]] = None) -> List[Tuple[str, str, List[str]]]:
+    """:data:`GROUPS` with their modules: ``[(title, purpose, modules)]``, each public module in exactly one
+    group (in the order of the group's names, then in the reference's order, :func:`ordered_modules`), groups
+    without a module left out, and the modules no group covers last, as "Other modules"."""
     public = list(public if public is not None else public_modules())
-    intro = (
-        "# API reference\n\n"
-        "One page per public module of the library, `path_lib`, and of its Triton kernels,\n"
-        "`path_lib.kernels`, built from the docstrings: every name a module exports (its `__all__`)\n"
-        "with its signature. Shapes follow the book's layout: q, k, v, w `[B, T, H, D]`; beta, g\n"
-        "`[B, T, H]`; w, beta, g float32. The chapters' own helpers (`path_lib.book`) are left out.\n"
-        "A chapter links to a name here, for example {py:func}`path_lib.impl.path_attention`, and\n"
-        "the search box finds every documented name.")
-    return intro + "\n\n" + _summary_table(ordered_modules(public)) + "\n"
+    found: Dict[str, List[Tuple[int, str]]] = {title: [] for title, _, _ in GROUPS}
+    other = []
+    for m in ordered_modules(public):
+        best = max(((len(name), title, names.index(name)) for title, _, names in GROUPS for name in names
+                    if _covers(name, m)), default=None)
+        if best is None:
+            other.append(m)
+        else:
+            found[best[1]].append((best[2], m))
+    out = [(title, purpose, [m for _, m in sorted(found[title], key=lambda e: e[0])])
+           for title, purpose, _ in GROUPS if found[title]]
+    if other:
+        out.append(("Other modules", "Modules not yet placed in a group above.", other))
+    return out
+
+
+def index_page(public: Optional[Sequence[str]] = None) -> str:
+    """The MyST text of the reference's first page: where to start for each task (:data:`START_HERE`), the
+    three kinds of code, examples that run (:data:`EXAMPLES`) and the modules by role (:func:`module_groups`)."""
+    public = list(public if public is not None else public_modules())
+    parts = [
+        "# API reference",
+        "The library is `path_lib`; its Triton kernels are `path_lib.kernels`. This page says where to start\n"
+        "for each task, shows a first call that runs on a CPU, and lists every public module by its role.\n"
+        "A module's page documents every name the module exports (its `__all__`) with its signature, and the\n"
+        "search box finds every documented name. The chapters' own helpers (`path_lib.book`) are left out.",
+        "Shapes follow the book's layout: q, k, v, w `[B, T, H, D]`; beta, g `[B, T, H]`; w, beta, g float32.\n"
+        "With grouped-query heads, k, v, w and beta have `Hk` heads and q and g have `Hq`, a multiple of `Hk`.\n"
+        "w has unit rows, beta lies in [0, 2] and g (the log forget gate of PaTH-FoX) is at most 0.",
+        "## Start here",
+        "| Task | Start from | Use it when |\n|---|---|---|\n"
+        + "\n".join(f"| {task} | {entry} | {when} |" for task, entry, when in START_HERE),
+        "### Three kinds of code",
+        "PaTH attention is written three times, from clear to fast: the float64 references\n"
+        "(`path_lib.reference`), the blockwise mirror (`path_lib.blockwise`), which runs the Triton kernels'\n"
+        "algorithm in plain PyTorch, and the kernels (`path_lib.kernels`). The mirror is tested against the\n"
+        "references, and the kernels against the references and the mirror.\n"
+        "{py:func}`path_lib.impl.path_attention` reaches all three through its `impl` argument, and\n"
+        "{py:func}`path_lib.impl.resolve_backend` is the one rule that decides what `\"auto\"` runs.",
+        "## A first call",
+    ]
+    for sentence, code in EXAMPLES:
+        parts += [sentence, "```python\n" + code.rstrip("\n") + "\n```"]
+    parts.append("## Modules by role")
+    for title, purpose, modules in module_groups(public):
+        parts += [f"### {title}", purpose, _summary_table(modules)]
+    return "\n\n".join(parts) + "\n"
 
 
 def _top(module: str) -> str:
