@@ -121,3 +121,16 @@ def test_lm_summary_gives_seed_statistics_per_model(monkeypatch):
         got = out["summary"][model]["ratio_4x"]
         assert got["n"] == 3 and got["min"] == min(vals) and got["max"] == max(vals)
         assert abs(got["mean"] - statistics.mean(vals)) < 1e-12 and abs(got["std"] - statistics.stdev(vals)) < 1e-12
+
+
+def test_run_equal_lm_bf16_reaches_the_training_config(equal):
+    """--lm-bf16 sets the LM config's autocast, which train_model hands to the training loop (so the
+    record's config says which precision trained it); a non-bool autocast is refused by name."""
+    import argparse
+    from path_lib.experiments.lm import LMConfig
+    args = argparse.Namespace(lm_preset="decide", lm_corpus="stdlib", steps=None, lm_eval_mults=None,
+                              lm_far_mass_windows=8, lm_bf16=True)
+    assert equal.lm_config(args).autocast_bf16 is True
+    assert equal.lm_config(argparse.Namespace(**dict(vars(args), lm_bf16=False))).autocast_bf16 is False
+    with pytest.raises(TypeError, match="autocast_bf16"):
+        LMConfig(autocast_bf16="yes")

@@ -122,6 +122,7 @@ class LMConfig:
     far_mass_distance: Optional[int] = None  # M (default train_len // 2)
     eval_sets: int = 1               # independent draws of the scored spans (eval_tokens split among them)
     corpus: str = "stdlib"           # path_lib.training.corpus.load_corpus: "stdlib" (code) or "brown" (prose)
+    autocast_bf16: bool = False      # train under bfloat16 autocast on CUDA (evaluation stays float32)
 
     def __post_init__(self):
         """Check every field (a TypeError / ValueError naming it); the multiples become tuples of ints."""
@@ -140,6 +141,7 @@ class LMConfig:
         check_number(self.clip, "clip", minimum=0.0)
         check_number(self.probe_mix, "probe_mix", minimum=0.0, maximum=1.0)
         check_number(self.train_seconds, "train_seconds", positive=True, optional=True)
+        check_bool(self.autocast_bf16, "autocast_bf16")
         self.eval_mults = tuple(check_ints(self.eval_mults, "eval_mults", minimum=1))
         self.probe_mults = tuple(check_ints(self.probe_mults, "probe_mults", minimum=1))
         for model, cap in check_mapping(self.eval_max_len, "eval_max_len").items():
@@ -357,7 +359,8 @@ def train_model(model: TinyLM, corpus: Corpus, cfg: LMConfig, *, steps: Optional
     steps = cfg.steps if steps is None else steps
     device = as_device(device)
     tc = TrainConfig(steps=steps, lr=cfg.lr, warmup=min(cfg.warmup, steps), min_lr_ratio=0.1,
-                     weight_decay=cfg.weight_decay, betas=(0.9, 0.95), grad_clip=cfg.clip, seed=cfg.seed)
+                     weight_decay=cfg.weight_decay, betas=(0.9, 0.95), grad_clip=cfg.clip, seed=cfg.seed,
+                     autocast_bf16=cfg.autocast_bf16)
     r = train(model, lambda step, g: _batch(corpus, cfg, g, device), tc, device=device, progress=False,
               log_every=log_every, callback=callback, deadline=deadline, checkpoint_path=checkpoint_path,
               stop_after_steps=stop_after_steps, data_seed=cfg.seed + 1)

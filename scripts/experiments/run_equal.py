@@ -239,6 +239,8 @@ def lm_config(args):
         kw.update(steps=args.steps, warmup=min(cfg.warmup, args.steps))
     if args.lm_eval_mults:
         kw["eval_mults"] = tuple(int(x) for x in args.lm_eval_mults.split(","))
+    if getattr(args, "lm_bf16", False):
+        kw["autocast_bf16"] = True
     return dataclasses.replace(cfg, far_mass_windows=args.lm_far_mass_windows, **kw)
 
 
@@ -534,6 +536,8 @@ def main(argv=None):
     ap.add_argument("--lm-corpus", default="stdlib", choices=["stdlib", "brown"],
                     help="the code corpus (Python's standard library) or English prose (the Brown Corpus, .corpus/)")
     ap.add_argument("--lm-models", default=None)
+    ap.add_argument("--lm-bf16", action="store_true",
+                    help="train the language models under bfloat16 autocast (evaluation stays float32)")
     ap.add_argument("--lm-eval-mults", default=None)
     ap.add_argument("--lm-far-mass-windows", type=int, default=8)
     ap.add_argument("--mq-models", default="rope,path")

@@ -6,7 +6,7 @@
 For each LM size ``d_model x n_layers x batch`` (train length 256, 4 heads) it times ``--steps`` training
 steps of every model of path_lib.experiments.lm.COMPARISON_MODELS, one process alone, and then ``P`` processes at once
 (each its own model, the way scripts/experiments/run_equal.py shares the GPU), and reports seconds per step and the
-aggregate steps per second. ``--what tasks`` does the same for the synthetic tasks' models. Writes
+aggregate steps per second (``--bf16``: the LM steps under bfloat16 autocast). ``--what tasks`` does the same for the synthetic tasks' models. Writes
 ``$OUT/timing.json`` (with provenance) and prints a table. On a CPU it runs too (the plan's CPU estimate).
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _step_times(step, next_batch, steps, device):
 
 
 def _time_lm(args):
-    name, size, steps, device, backend, start_at = args
+    name, size, steps, device, backend, start_at, bf16 = args
     import torch
     torch.set_num_threads(1)
     from path_lib.training.corpus import load_stdlib_corpus
@@ -60,7 +60,8 @@ def _time_lm(args):
         time.sleep(0.01)
 
     def step(x, y):
-        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16 and device == "cuda"):
+            loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -113,6 +114,7 @@ def main(argv=None):
     ap.add_argument("--tasks", default="flip_flop,mqrar,a5", help="synthetic tasks to time (--what tasks)")
     ap.add_argument("--procs", default="1,9")
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--bf16", action="store_true", help="LM steps under bfloat16 autocast (CUDA only)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     import torch
@@ -121,7 +123,7 @@ def main(argv=None):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     backend = pick_path_backend(device)
     ctx = mp.get_context("spawn")
-    res = {"device": device, "backend": backend, "rows": []}
+    res = {"device": device, "backend": backend, "bf16": args.bf16, "rows": []}
     print(f"device {device}, PaTH backend {backend}", flush=True)
     if args.what == "lm":
         models = args.models.split(",") if args.models else COMPARISON_MODELS
@@ -139,7 +141,8 @@ def main(argv=None):
                 for grp in groups:
                     start_at = time.time() + (30 if P > 1 else 0)
                     if args.what == "lm":
-                        futs = [pool.submit(_time_lm, (m, size, args.steps, device, backend, start_at)) for m in grp]
+                        futs = [pool.submit(_time_lm, (m, size, args.steps, device, backend, start_at, args.bf16))
+                                for m in grp]
                     else:
                         futs = [pool.submit(_time_task, (size, m, args.steps, device, backend, start_at,
                                                          4 if size == "a5" else None)) for m in grp]
