@@ -329,3 +329,65 @@ def test_every_key_the_ledger_cites_is_in_the_bibliography():
     for c in C.CLAIMS:
         cited |= set(re.findall(r"\{cite:p\}`([^`]+)`", c["claim"] + " " + (c.get("ours") or {}).get("scale", "")))
     assert cited and cited <= keys, cited - keys
+
+
+def test_overview_table_has_one_row_per_claim_read_from_the_records():
+    assert set(C._OVERVIEW) == {c["id"] for c in C.CLAIMS}
+    table = C.overview_markdown()
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(C.CLAIMS)
+    for c, row in zip(C.CLAIMS, rows):
+        cells = [x.strip() for x in row.strip("|").split(" | ")]
+        assert len(cells) == 5, row
+        assert cells[0] == C._OVERVIEW[c["id"]][0] and cells[3] == f"**{c['status']}**" and cells[4] == c["test"]
+        assert c["id"] not in row
+    assert len(C.overview_markdown("B").splitlines()) == 2 + sum(c["paper"] == "B" for c in C.CLAIMS)
+    by_name = {r.split(" | ")[0].strip("| "): r for r in rows}
+    assert "; 5 seeds" in by_name[C._OVERVIEW["A-ff-rope"][0]]
+    assert "; 3 seeds" in by_name[C._OVERVIEW["B-exp-qkv"][0]]
+    assert "16 shapes" in by_name[C._OVERVIEW["A-speed-fox"][0]]
+    # ours is read from the record, not from the snapshot
+    fake = copy.deepcopy(_claim("B-exp-alibi"))
+    fake["ours"]["values"]["ALiBi"]["value"] = 123.0
+    assert "123" not in C.overview_markdown(claims=[fake]) and "0.951" in C.overview_markdown(claims=[fake])
+    with pytest.raises(ValueError):
+        C.overview_markdown("C")
+
+
+def test_a_claim_not_reproduced_on_too_few_seeds_says_so_with_computed_numbers():
+    few = 0
+    for c in C.CLAIMS:
+        n = C._seed_counts(C.test_results(c))
+        md = C.section_markdown(c["paper"], c["section"], claims=[c])
+        outside = re.sub(r":::\{dropdown\}.*?\n:::", "", md, flags=re.S)
+        said = "no test on them can reach it" in outside
+        assert said == (c["status"] == "not reproduced" and bool(n) and n[0] < C.MIN_SEEDS), c["id"]
+        if said:
+            few += 1
+            floor = E.p_text(2.0 ** -n[0])
+            assert f"The record has {n[0]} seeds; the smallest $p$ they allow is {floor}" in outside, c["id"]
+    assert few >= 4
+    # the numbers follow the results: four seeds give 1/16
+    c = _claim("B-exp-qkv")
+    res = [dict(r, n=4) for r in C.test_results(c)]
+    assert "has 4 seeds" in C._few_seeds_sentence(c, res) and "1/16" in C._few_seeds_sentence(c, res)
+    assert C._few_seeds_sentence(c, [dict(r, n=5) for r in res]) == ""
+    assert C._few_seeds_sentence(_claim("A-ext-gates"), C.test_results(_claim("A-ext-gates"))) == ""
+
+
+def test_supporting_tests_are_shown_only_in_the_collapsed_box():
+    md = C.section_markdown("B", "Experiments: 16-layer models trained at 512 tokens")
+    outside = re.sub(r":::\{dropdown\}.*?\n:::", "", md, flags=re.S)
+    assert "Also measured" not in outside and "Deciding test" in outside
+    assert "Also measured (does not decide):* TokRot-learned's ratio at 4x" in md
+    assert ":::{dropdown} Other measurements, records and provenance" in md
+
+
+def test_the_chapter_teaches_the_test_before_the_claims_and_ends_with_exercises():
+    nb = json.loads((ROOT / "book" / "part4" / "13_claims.ipynb").read_text())
+    heads = [line for c in nb["cells"] if c["cell_type"] == "markdown"
+             for line in "".join(c["source"]).splitlines() if line.startswith("## ")]
+    assert heads[0] == "## How a claim is tested" and heads[1] == "## The claims at a glance"
+    assert heads[-2:] == ["## Summary", "## Exercises"]
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "overview_markdown" in code

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..validation import check_choice, check_mapping, check_number, check_path, check_str
-from . import evidence as E
+from . import evidence as E, stats
 from .evidence import LEVEL, MIN_SEEDS, value_at
 
 __all__ = ["STATUSES", "TEST_KINDS", "LEVEL", "MIN_SEEDS", "CLAIMS", "REQUIRES_EVIDENCE", "PAPERS", "value_at",
@@ -920,6 +920,98 @@ def counts_markdown(claims: Optional[Sequence[Dict]] = None) -> str:
     return "\n".join(rows)
 
 
+#: the overview table's row of each claim: a short name, the labels of the values shown in the table
+#: (None: all of them) and a shorter form of the paper's value (None: the claim's own)
+_OVERVIEW: Dict[str, tuple] = {
+    "A-tc0": ("fixed encodings lie in $\\mathsf{TC}^0$", None, "a theorem"),
+    "A-thm2.1": ("one-layer PaTH tracks swaps of 5 elements", None, None),
+    "A-thmA.1": ("two-layer PaTH solves flip-flop", None, None),
+    "A-deltanet": ("PaTH without softmax is DeltaNet's recurrence", None, None),
+    "A-ff-path": ("PaTH solves flip-flop", None, None),
+    "A-ff-rope": ("RoPE fails flip-flop on sparse strings", None, "6.9% / 40.3% / 0.01%"),
+    "A-ff-fox": ("FoX fails flip-flop on sparse strings", None, "8.3% / 36.3% / 0%"),
+    "A-ff-sba": ("SBA fails flip-flop on sparse strings", None, "9.6% / 38.9% / 0%"),
+    "A-a5": ("$A_5$: PaTH needs fewer layers", None, "fewer layers"),
+    "A-mqrar": ("MQRAR: PaTH strong for $N < 4$", None, None),
+    "A-t2-rope": ("760M RoPE: perplexities and accuracies", None, "WikiText 19.01, average 52.7"),
+    "A-t2-fox": ("760M FoX: the same", None, "WikiText 18.33, average 53.1"),
+    "A-t2-path": ("760M PaTH: the same", None, "WikiText 18.03, average 54.2"),
+    "A-t2-pathfox": ("760M PaTH-FoX: the same", None, "WikiText 17.35, average 54.2"),
+    "A-t2-order": ("perplexity order RoPE > FoX > PaTH > PaTH-FoX", None, "19.01 > 18.33 > 18.03 > 17.35"),
+    "A-ext-rope": ("RoPE fails just past its training length", None, None),
+    "A-ext-path": ("PaTH stable to about 8x, then degrades", ("ratio at 4x", "ratio at 8x"), None),
+    "A-ext-gates": ("FoX and PaTH-FoX flat to 16x, PaTH-FoX lower",
+                    ("FoX perplexity", "PaTH-FoX perplexity"), None),
+    "A-ruler": ("RULER scores", None, "PaTH 34.8 at 8K"),
+    "A-phonebook": ("PhoneBook lookup", None, None),
+    "A-retrieval": ("good perplexity is not retrieval", ("PaTH passkey at 1x",), None),
+    "A-conv-smollm": ("SmolLM2-1.7B converted to PaTH", None, None),
+    "A-conv-toy": ("a trained RoPE model converts to PaTH", ("within 2% of the teacher after both stages",), None),
+    "A-conv-qwen": ("Qwen2.5-7B converted to PaTH", None, None),
+    "A-speed-sdpa": ("PaTH slower than FlashAttention",
+                     ("SDPA, FlashAttention backend (ms)", "fla's PaTH kernel (ms)"), None),
+    "A-speed-fox": ("PaTH faster than FoX", ("fla's FoX kernel (ms)", "fla's PaTH kernel (ms)"), None),
+    "B-gap-mixing": ("a spectral gap mixes in a fixed window", None, "a theorem"),
+    "B-concentration": ("scores concentrate under random transport", None, None),
+    "B-rope-nogap": ("fixed RoPE angles have no gap", None, None),
+    "B-farmass-bound": ("far mass tends to 1 with bounded logits", None, None),
+    "B-farmass-trained": ("far mass grows in trained rotation models",
+                          ("PaTH at 1x", "PaTH at 64x", "ALiBi at 64x"), "a mechanism"),
+    "B-bias-escape": ("a distance bias or gate bounds the far mass", None, None),
+    "B-value-side": ("transported values add incoherently", None, None),
+    "B-exp-8k": ("rotations degrade less than RoPE at 16x", None, None),
+    "B-exp-qkv": ("rotating values too degrades less", None, "1.59 vs 7.49 at 128x"),
+    "B-exp-alibi": ("ALiBi stays flat", None, None),
+    "B-exp-learned": ("learned rotations stay near 1", ("TokRot-learned at 16x",), "near 1"),
+}
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _seed_counts(res: Sequence[Dict]) -> List[int]:
+    """The numbers of seeds of a claim's named tests over seeds."""
+    return sorted({r["n"] for r in res if r["kind"] == "seeds" and r["role"] == "named"})
+
+
+def _ours_cell(c: Dict, root, labels) -> str:
+    """What the overview shows as ours: the chosen values read from the record, with the seeds (or
+    shapes) the deciding tests rest on; or what was done when nothing was measured."""
+    ours = c.get("ours")
+    if ours is None:
+        return "not run"
+    vals = _live_values(c, root)
+    shown = [f"{k}: {format_value(v)}" for k, v in vals.items() if labels is None or k in labels]
+    res = test_results(c, root)
+    n = _seed_counts(res)
+    shapes = [r["shapes"] for r in res if r["kind"] == "shapes" and r["role"] == "named"]
+    if n:
+        shown.append(" / ".join(map(str, n)) + f" seed{'s' * (n != [1])}")
+    elif shapes:
+        shown.append(f"{shapes[0]} shapes")
+    if not shown:
+        return "checked numerically" if c["status"] == "reproduced" else "explained, not checked"
+    return "; ".join(shown)
+
+
+def overview_markdown(paper: Optional[str] = None, claims: Optional[Sequence[Dict]] = None, root=None) -> str:
+    """A compact Markdown table of the claims (of one paper if given): a short name, the paper's value,
+    ours read from the records with the number of seeds behind it, the status and the kind of test.
+    No internal ids: the name comes from the ledger's overview entries."""
+    claims = _claims(claims)
+    if paper is not None:
+        check_choice(paper, "paper", tuple(PAPERS))
+    rows = ["| claim | the paper | ours | status | kind of test |", "|---|---|---|---|---|"]
+    for c in claims:
+        if paper not in (None, c["paper"]):
+            continue
+        name, labels, short = _OVERVIEW.get(c["id"], (c["claim"], None, None))
+        cells = (name, short or c["paper_value"], _ours_cell(c, root, labels), f"**{c['status']}**", c["test"])
+        rows.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+    return "\n".join(rows)
+
+
 def format_value(v: Dict) -> str:
     """A ledger value ``{"value", "format"}`` as text: percent, float (3 significant digits), int or text.
     ``format``: one of ``"percent"``, ``"float"``, ``"int"``, ``"text"``; ``value``: None (``"none"``), or a
@@ -977,7 +1069,7 @@ def test_line(r: Dict) -> str:
     else:
         outcome = f"undecided: $p$ above {E.p_text(LEVEL)}"
     text = (f"{r['label']}: agrees in {_agrees(r)}; mean {what} {_num(r['mean'], unit)}, "
-            f"{100 * r['coverage']:.4g}% interval [{_num(lo, unit)}, {_num(hi, unit)}]; exact sign-flip "
+            f"{100 * r['coverage']:.4g}% interval of the centre [{_num(lo, unit)}, {_num(hi, unit)}]; exact sign-flip "
             f"$p$ = {E.p_text(r['p'])} (the smallest {r['n']} seeds allow: {E.p_text(r['smallest_p'])}); {outcome}")
     ctl = r["control"]
     if ctl:
@@ -999,8 +1091,21 @@ def _status_lines(c: Dict, root) -> List[str]:
         text += " (certain at this scale, so not counted as evidence)"
     if d is not None and d["status"] != "reproduced":
         text += f": {d['why']}"
+    text += "." + _few_seeds_sentence(c, test_results(c, root))
     why = reason_text(c, root)
-    return [text + "."] + ([f"*Why:* {why[0].upper()}{why[1:]}."] if why else [])
+    return [text] + ([f"*Why:* {why[0].upper()}{why[1:]}."] if why else [])
+
+
+def _few_seeds_sentence(c: Dict, res: Sequence[Dict]) -> str:
+    """For a claim not reproduced on too few seeds: how many it has, the smallest p they allow against
+    the level, and that the outcome is therefore no proof of the claim's opposite ('' otherwise)."""
+    n = _seed_counts(res)
+    if c["status"] != "not reproduced" or not n or n[0] >= MIN_SEEDS:
+        return ""
+    floor = stats.smallest_p_paired(n[0])
+    return (f" The record has {n[0]} seed{'s' * (n[0] != 1)}; the smallest $p$ they allow is {E.p_text(floor)}, "
+            f"above the level {E.p_text(LEVEL)}, so no test on them can reach it in either direction: our runs "
+            "point away from the claim, which is no proof of its opposite.")
 
 
 def _provenance(rec: Dict) -> str:
@@ -1010,17 +1115,20 @@ def _provenance(rec: Dict) -> str:
             f"`{E.public_command(p['command'])}`")
 
 
-def _details(c: Dict, root) -> str:
-    """The collapsed part of a claim: the ledger id, the evidence with its provenance, what would decide it."""
+def _details(c: Dict, root, supporting: Sequence[Dict] = ()) -> str:
+    """The collapsed part of a claim: the tests shown beside the deciding ones (they decide nothing), the
+    ledger id, the evidence with its provenance, what would decide it."""
     ours = c.get("ours") or {}
-    lines = [f"- Ledger entry `{c['id']}`; kind of test: {c['test']}."]
+    lines = [f"- *{_ROLE_WORDS['supporting']}:* {test_line(r)}." for r in supporting]
+    lines.append(f"- Ledger entry `{c['id']}`; kind of test: {c['test']}.")
     for e in ours.get("evidence") or []:
         rec = load_evidence(e, root) if (_root(root) / e).exists() else None
         lines.append(f"- Evidence `{e}`" + (f": {_provenance(rec)}." if rec and "provenance" in rec else "."))
     dec = decide_text(c, root)
     if dec:
         lines.append(f"- What would decide it: {dec}.")
-    return ":::{dropdown} Ledger entry, records and provenance\n" + "\n".join(lines) + "\n:::"
+    title = "Other measurements, records and provenance" if supporting else "Records and provenance"
+    return f":::{{dropdown}} {title}\n" + "\n".join(lines) + "\n:::"
 
 
 def _live_values(c: Dict, root) -> Dict[str, Dict]:
@@ -1044,11 +1152,12 @@ def _claim_markdown(c: Dict, root) -> str:
     else:
         items.append("*What we ran:* nothing.")
     res = test_results(c, root)
-    items += [f"*{_ROLE_WORDS[r['role']]}:* {test_line(r)}." for r in res]
+    items += [f"*{_ROLE_WORDS[r['role']]}:* {test_line(r)}." for r in res if r["role"] != "supporting"]
     if c["test"] == "certain at this scale" and c.get("certain_why") and not res:
         items.append(f"*Certain at this scale:* {c['certain_why']}.")
     items += _status_lines(c, root)
-    return "\n".join([head, ""] + [f"- {x}" for x in items] + ["", _details(c, root)])
+    more = [r for r in res if r["role"] == "supporting"]
+    return "\n".join([head, ""] + [f"- {x}" for x in items] + ["", _details(c, root, more)])
 
 
 def sections(paper: Optional[str] = None, claims: Optional[Sequence[Dict]] = None) -> List[tuple]:

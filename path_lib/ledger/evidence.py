@@ -604,9 +604,12 @@ def reason_mqrar(rec: Dict) -> str:
     """A-mqrar: the unequal training and the best accuracy against chance."""
     best = max(v["accuracy"] for t in rec["table"].values() for v in t.values())
     keys = {r["task_kwargs"]["n_keys"] for r in rec["runs"]}
-    steps = {_DISPLAY.get(_name(r), _name(r)): r["steps_done"] for r in rec["runs"]}
-    return (f"the record is one seed per model, each run fitted into a fixed time (PaTH about "
-            f"{steps['PaTH']:,} steps, RoPE about {steps['RoPE']:,}); no model learned the task (best accuracy "
+    steps: Dict[str, List[int]] = {}
+    for r in rec["runs"]:
+        steps.setdefault(_DISPLAY.get(_name(r), _name(r)), []).append(r["steps_done"])
+    span = {m: f"{min(v):,} to {max(v):,}" for m, v in steps.items()}
+    return (f"the record is one seed per model, each run fitted into a fixed time (PaTH {span['PaTH']} steps, "
+            f"RoPE {span['RoPE']}); no model learned the task (best accuracy "
             f"{best:.1%}, chance 1 in {min(keys)} = {1 / min(keys):.1%})")
 
 
