@@ -231,7 +231,8 @@ g = F.logsigmoid(torch.randn(B, T, H))            # log forget gates <= 0
 
 o = path_attention(q, k, v, w, beta)              # PaTH, [B, T, H, D]
 o_fox = path_attention(q, k, v, w, beta, g)       # PaTH-FoX
-exact = path_attention(*(x.double() for x in (q, k, v, w, beta)), impl="explicit")
+exact = path_attention(*(x.double() for x in (q, k, v, w, beta)),
+                       impl="explicit")
 torch.testing.assert_close(o, exact.float(), rtol=1e-4, atol=1e-4)
 """),
     ("The same attention as a layer, and a whole model that generates:", """\
@@ -241,10 +242,11 @@ from path_lib import PaTHAttention, TinyLM
 layer = PaTHAttention(d_model=64, n_heads=2)      # makes w, beta from x
 y = layer(torch.randn(2, 16, 64))                 # [2, 16, 64]
 
-model = TinyLM(vocab_size=256, d_model=64, n_layers=2, n_heads=2, attention="path")
+model = TinyLM(vocab_size=256, d_model=64, n_layers=2, n_heads=2,
+               attention="path")
 prompt = torch.randint(0, 256, (2, 8))
 logits = model(prompt)                            # [2, 8, 256]
-tokens = model.generate(prompt, 4)                # [2, 12]: prefill, then one step per token
+tokens = model.generate(prompt, 4)                # [2, 12]: 4 tokens more
 """),
 )
 
@@ -323,8 +325,7 @@ def index_page(public: Optional[Sequence[str]] = None) -> str:
         "With grouped-query heads, k, v, w and beta have `Hk` heads and q and g have `Hq`, a multiple of `Hk`.\n"
         "w has unit rows, beta lies in [0, 2] and g (the log forget gate of PaTH-FoX) is at most 0.",
         "## Start here",
-        "| Task | Start from | Use it when |\n|---|---|---|\n"
-        + "\n".join(f"| {task} | {entry} | {when} |" for task, entry, when in START_HERE),
+        "\n".join(f"- **{task}**: {entry}.\n  {when}" for task, entry, when in START_HERE),
         "### Three kinds of code",
         "PaTH attention is written three times, from clear to fast: the float64 references\n"
         "(`path_lib.reference`), the blockwise mirror (`path_lib.blockwise`), which runs the Triton kernels'\n"
