@@ -377,7 +377,8 @@ def _ff_size(rec: Dict) -> str:
 def reason_ff_rope(rec: Dict) -> str:
     """A-ff-rope: whether RoPE learned in distribution, and its sparse error against it, seed by seed.
     When it did not learn (its training loss stays near guessing), the sparse error says nothing."""
-    e, n = _ff_errors(rec, "rope"), len(per_seed(rec, _ff("rope", "id")))
+    e = _ff_errors(rec, "rope")
+    n = len(e["id"])
     learned = sum(v < 0.15 for v in e["id"].values())
     above = sum(e["ood_sparse"][s] > e["id"][s] for s in e["id"])
     pct = "{:.1%}"

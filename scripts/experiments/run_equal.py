@@ -239,7 +239,7 @@ def lm_config(args):
         kw.update(steps=args.steps, warmup=min(cfg.warmup, args.steps))
     if args.lm_eval_mults:
         kw["eval_mults"] = tuple(int(x) for x in args.lm_eval_mults.split(","))
-    if getattr(args, "lm_bf16", False):
+    if args.lm_bf16:
         kw["autocast_bf16"] = True
     return dataclasses.replace(cfg, far_mass_windows=args.lm_far_mass_windows, **kw)
 

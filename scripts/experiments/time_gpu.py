@@ -6,8 +6,9 @@
 For each LM size ``d_model x n_layers x batch`` (train length 256, 4 heads) it times ``--steps`` training
 steps of every model of path_lib.experiments.lm.COMPARISON_MODELS, one process alone, and then ``P`` processes at once
 (each its own model, the way scripts/experiments/run_equal.py shares the GPU), and reports seconds per step and the
-aggregate steps per second (``--bf16``: the LM steps under bfloat16 autocast). ``--what tasks`` does the same for the synthetic tasks' models. Writes
-``$OUT/timing.json`` (with provenance) and prints a table. On a CPU it runs too (the plan's CPU estimate).
+aggregate steps per second (``--bf16``: the LM steps under the training loop's autocast, bfloat16 from
+Ampere on). ``--what tasks`` does the same for the synthetic tasks' models. Writes ``$OUT/timing.json``
+(with provenance) and prints a table. On a CPU it runs too (the plan's CPU estimate).
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def _time_lm(args):
     torch.set_num_threads(1)
     from path_lib.training.corpus import load_stdlib_corpus
     from path_lib.experiments.lm import PRESETS, _batch, build_model
+    from path_lib.hardware import compute_dtype
     d, L, B = size
     cfg = dataclasses.replace(PRESETS["equal"], d_model=d, n_layers=L, batch=B, corpus_bytes=2_000_000)
     corpus = load_stdlib_corpus(max_bytes=cfg.corpus_bytes)
@@ -60,7 +62,7 @@ def _time_lm(args):
         time.sleep(0.01)
 
     def step(x, y):
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16 and device == "cuda"):
+        with torch.autocast(device, dtype=compute_dtype(device), enabled=bf16 and device == "cuda"):
             loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
         opt.zero_grad()
         loss.backward()
@@ -114,7 +116,7 @@ def main(argv=None):
     ap.add_argument("--tasks", default="flip_flop,mqrar,a5", help="synthetic tasks to time (--what tasks)")
     ap.add_argument("--procs", default="1,9")
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--bf16", action="store_true", help="LM steps under bfloat16 autocast (CUDA only)")
+    ap.add_argument("--bf16", action="store_true", help="LM steps under autocast as the training loop's (CUDA only)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     import torch
